@@ -1,0 +1,39 @@
+"""toolwire: the layer between chat messages and token ids for tool-calling LLMs.
+
+tok = toolwire.load_tokenizer("path/to/model_dir")
+p = toolwire.Parser("qwen3", tok, tools=tools)
+events = p.feed(ids) + p.finish()
+msg = toolwire.Message.from_events(events)
+"""
+
+from __future__ import annotations
+
+from toolwire import events, formats
+from toolwire.errors import MalformedOutput, PromptError, ToolwireError, UsageError
+from toolwire.events import Content, Event, Reasoning, ToolCallArguments, ToolCallBegin, ToolCallEnd
+from toolwire.message import Message, ToolCall
+from toolwire.parser import Parser, parse
+from toolwire.tokenizer import Tokenizer, load_tokenizer
+
+__all__ = [
+    "Content",
+    "Event",
+    "MalformedOutput",
+    "Message",
+    "Parser",
+    "PromptError",
+    "Reasoning",
+    "Tokenizer",
+    "ToolCall",
+    "ToolCallArguments",
+    "ToolCallBegin",
+    "ToolCallEnd",
+    "ToolwireError",
+    "UsageError",
+    "events",
+    "formats",
+    "load_tokenizer",
+    "parse",
+]
+
+__version__ = "0.1.0"

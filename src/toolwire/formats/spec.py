@@ -1,0 +1,106 @@
+"""What a format is: delimiters (data) and an argument syntax (a small pure object).
+
+A format names its delimiters as text. The parser resolves each against the served
+tokenizer: a delimiter whose text holds an added token is matched only where that
+token's *id* occurs in the output; the same characters spelled from ordinary ids are
+text. `Format` holds no parsing code; `CallSyntax` objects parse what stands between
+a call's delimiters (its name and arguments), one object per call.
+
+The shape every format fits (all parts optional but `call`)::
+
+    content  [reasoning.open  reasoning text  reasoning.close]  content
+    [section.open]  call.open BODY [call.close]  call.open BODY [call.close] ... [section.close]
+    content
+
+BODY is parsed by the format's `CallSyntax`; text inside it may hold the format's
+inner `marks` (for example DeepSeek's `<｜tool▁sep｜>`), which reach the syntax in their
+structural form (`CallContext.marks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from toolwire.tools import Tools
+
+__all__ = ["CallContext", "CallSyntax", "Format", "Reject", "RenderedCall"]
+
+
+class Reject(Exception):
+    """Raised by a `CallSyntax` when the body cannot be a call; the parser releases it."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a call's syntax may know: the declared tools and the marks' structural forms."""
+
+    tools: Tools
+    #: Each inner mark's text -> the string standing for it in the text the syntax sees.
+    marks: Mapping[str, str]
+
+
+class CallSyntax(Protocol):
+    """Parses one call's body incrementally. Pure: text in, name and arguments out.
+
+    Feeding the body in any split must give the same name, id and argument text.
+    """
+
+    #: The tool's name once known, else None.
+    name: str | None
+    #: The model's own call id where the format carries one, else None.
+    call_id: str | None
+    #: For formats without a closing delimiter: True once the body has ended.
+    done: bool
+
+    def feed(self, text: str) -> int:
+        """Consume body text; return how much was consumed (less only once `done`)."""
+        ...
+
+    def arguments(self) -> str:
+        """Argument JSON text that became final since the last call (append-only)."""
+        ...
+
+    def close(self) -> None:
+        """The body ended. Raise `Reject` unless name and arguments are complete."""
+        ...
+
+
+#: A call as the tests and tools render it: (name, arguments object).
+RenderedCall = tuple[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A model family's output format, as data."""
+
+    #: Registry name (`hermes`, `qwen3`, ...).
+    name: str
+    #: (open, close) delimiters of a call; close None when the body ends itself.
+    call: tuple[str, str | None]
+    #: Builds the syntax object for one call body.
+    syntax: Callable[[CallContext], CallSyntax]
+    #: Renders calls in the native format (for tests, benchmarks and grammars).
+    render: Callable[[Sequence[RenderedCall]], str]
+    #: (open, close) delimiters of reasoning, or None.
+    reasoning: tuple[str, str] | None = None
+    #: (open, close) delimiters around a group of calls, or None. A call found outside
+    #: its section is provisional: held until it closes, even when streaming.
+    section: tuple[str, str] | None = None
+    #: Delimiters that appear inside a call body.
+    marks: tuple[str, ...] = ()
+    #: Whether output starts inside reasoning when the caller does not say.
+    starts_in_reasoning: bool = False
+    #: Added tokens that carry text the format needs (never dropped).
+    keep: tuple[str, ...] = field(default=())
+
+    @property
+    def delimiters(self) -> tuple[str, ...]:
+        """Every delimiter of the format, outer first."""
+        out: list[str] = []
+        for pair in (self.reasoning, self.section, self.call):
+            if pair:
+                out += [d for d in pair if d]
+        out += self.marks
+        return tuple(dict.fromkeys(out))

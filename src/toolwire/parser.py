@@ -1,0 +1,519 @@
+"""The one state machine that runs every format.
+
+Data flow of `feed(ids)`::
+
+    ids --lex--> structural text --scan--> state machine --> events
+          |                         |
+          | a delimiter's id  -> its sentinel (a lone surrogate, which no decoded
+          |                      text can contain, so spelled markup never matches)
+          | other added ids   -> dropped (special tokens never reach content)
+          | any other id      -> its detokenized text
+          |
+          the current state's delimiters are searched in that text; a suffix that
+          could still become a delimiter is held until the next delta decides it
+
+States, and what moves between them (one table, `_PATTERNS` below)::
+
+    CONTENT   --reasoning.open--> REASONING   --reasoning.close--> CONTENT
+    CONTENT | REASONING --section.open--> SECTION --section.close--> CONTENT
+    CONTENT | REASONING | SECTION --call.open--> CALL
+    CALL --call.close (or the body ending itself)--> SECTION or CONTENT
+    CALL --call.open--> CALL (the first body is closed, a second call opens)
+
+Rules this module keeps (DESIGN.md's invariants):
+
+* Chunk invariance: the only state carried between deltas is the held suffix, the
+  state and its payload; nothing depends on where a delta ended.
+* Conservation: a call that cannot be completed is released as content with every
+  character it held (delimiters included), or raises `MalformedOutput` when strict.
+  Whitespace at the edges of a content or reasoning run, next to structure or at the
+  ends of the output, is treated as markup: it is dropped.
+* Cost: each id is decoded once and each character scanned a bounded number of
+  times; a held call is parsed once, when it closes.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from toolwire.errors import MalformedOutput, UsageError
+from toolwire.events import (
+    Content,
+    Event,
+    Reasoning,
+    ToolCallArguments,
+    ToolCallBegin,
+    ToolCallEnd,
+)
+from toolwire.formats import get as get_format
+from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject
+from toolwire.message import Message
+from toolwire.tokenizer import Tokenizer
+from toolwire.tools import Tools
+
+__all__ = ["Parser", "parse"]
+
+_SENTINEL_BASE = 0xD800  # lone surrogates: never produced by decoding UTF-8
+_MARKUP_SHAPED = re.compile(r"^(<.*>|\[.*\]|<\|.*|.*\|>)$", re.S)
+
+
+class State(enum.Enum):
+    CONTENT = "content"
+    REASONING = "reasoning"
+    SECTION = "section"
+    CALL = "call"
+
+
+class _Scanner:
+    """Finds the leftmost (then longest) delimiter; says how much of a tail to hold."""
+
+    __slots__ = ("_first", "_prefixes", "_regex", "longest")
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        ordered = sorted(set(patterns), key=len, reverse=True)
+        self._regex = re.compile("|".join(re.escape(p) for p in ordered)) if ordered else None
+        self._prefixes = {p[:k] for p in ordered for k in range(1, len(p))}
+        self._first = {p[-1] for p in self._prefixes}
+        self.longest = max((len(p) for p in ordered), default=0)
+
+    def search(self, text: str, start: int) -> re.Match[str] | None:
+        return self._regex.search(text, start) if self._regex is not None else None
+
+    def holdback(self, text: str, start: int) -> int:
+        """Length of the longest tail of text[start:] that begins some delimiter."""
+        if not self._prefixes or not text or text[-1] not in self._first:
+            return 0
+        for k in range(min(self.longest - 1, len(text) - start), 0, -1):
+            if text[-k:] in self._prefixes:
+                return k
+        return 0
+
+
+class _Run:
+    """A run of content or reasoning text; whitespace at its edges is markup."""
+
+    __slots__ = ("kind", "pending", "started")
+
+    def __init__(self, kind: type[Content] | type[Reasoning]) -> None:
+        self.kind = kind
+        self.started = False  # non-whitespace text seen since the last boundary
+        self.pending = ""  # trailing whitespace, emitted only if more text follows
+
+    def add(self, text: str, out: list[Event]) -> None:
+        if not self.started:
+            text = text.lstrip()
+            if not text:
+                return
+            self.started = True
+        body = text.rstrip()
+        if not body:
+            self.pending += text
+            return
+        out.append(self.kind(self.pending + body))
+        self.pending = text[len(body) :]
+
+    def boundary(self) -> tuple[bool, str]:
+        """Structure begins: the run ends. Returns what `resume` needs to undo that."""
+        snapshot = (self.started, self.pending)
+        self.pending, self.started = "", False
+        return snapshot
+
+    def resume(self, snapshot: tuple[bool, str]) -> None:
+        """The structure turned out to be text: the run goes on as if never ended."""
+        self.started, self.pending = snapshot
+
+
+class _Call:
+    """Payload of the CALL state: one call, held or streaming."""
+
+    __slots__ = ("before", "begun", "body", "index", "provisional", "raw", "resume", "syntax")
+
+    def __init__(
+        self,
+        syntax: CallSyntax,
+        opener: str,
+        resume: State,
+        before: tuple[bool, str],
+        provisional: bool,
+    ) -> None:
+        self.syntax = syntax
+        self.raw = [opener]  # structural text of the whole call, for release as content
+        self.body: list[str] = []  # body text not yet fed to the syntax (held calls)
+        self.resume = resume  # the state to return to if the call is released
+        self.before = before  # the interrupted run's state, restored on release
+        self.provisional = provisional
+        self.begun = False  # ToolCallBegin emitted (streaming only)
+        self.index = -1
+
+
+def _default_call_id(index: int) -> str:
+    return f"call_{index}"
+
+
+class Parser:
+    """Turns one output stream of token ids into events. One parser per choice."""
+
+    def __init__(
+        self,
+        format: str | Format,
+        tokenizer: Tokenizer | None,
+        *,
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = "auto",
+        parallel_tool_calls: bool = True,
+        in_reasoning: bool | None = None,
+        strict: bool = False,
+        stream_arguments: bool = False,
+        call_id: Callable[[int], str] | None = None,
+    ) -> None:
+        self.format = format if isinstance(format, Format) else get_format(format)
+        self.tokenizer = tokenizer
+        self.tools = Tools.from_request(tools, tool_choice, parallel_tool_calls)
+        self.strict = strict
+        self.stream_arguments = stream_arguments
+        self._call_id = call_id or _default_call_id
+        if in_reasoning is None:
+            in_reasoning = self.format.starts_in_reasoning
+        if in_reasoning and self.format.reasoning is None:
+            raise UsageError(f"format {self.format.name!r} has no reasoning block")
+        # Resolve delimiters against the tokenizer.
+        self._sentinel_ids: dict[int, str] = {}
+        self._gated_forms, self._literal = self._resolve(tokenizer)
+        #: True when every delimiter of the format is matched by token id.
+        self.gated = self._gated_forms is not None
+        self._drop = self._dropped_ids(tokenizer)
+        self._mode: str | None = None  # "ids" or "text", fixed by the first feed
+        self._forms: dict[str, str] = {}
+        self._scanners: dict[State, _Scanner] = {}
+        self._decoder = tokenizer.detokenizer() if tokenizer is not None else None
+        self._state = State.REASONING if in_reasoning else State.CONTENT
+        self._held = ""
+        self._content = _Run(Content)
+        self._reasoning = _Run(Reasoning)
+        self._call: _Call | None = None
+        self._calls = 0
+        self._in_section = False
+        self._finished = False
+        self._to_literal: dict[int, str] = {}
+        self._id_forms: dict[int, str] = {}
+
+    # -- public API ----------------------------------------------------------------
+
+    def feed(self, ids: Sequence[int]) -> list[Event]:
+        """Feed output token ids (any number); return the events they complete."""
+        self._start("ids")
+        if self._decoder is None:
+            raise UsageError("feed() needs a tokenizer; use feed_text() for text")
+        decoder, forms, drop = self._decoder, self._id_forms, self._drop
+        parts: list[str] = []
+        for token in ids:
+            form = forms.get(token)
+            if form is not None:
+                parts.append(form)
+            elif token not in drop:
+                parts.append(decoder.step(token))
+        out: list[Event] = []
+        self._run("".join(parts), out)
+        return out
+
+    def feed_text(self, text: str) -> list[Event]:
+        """Feed output text from a text-only backend; delimiters are matched as text."""
+        self._start("text")
+        out: list[Event] = []
+        self._run(text, out)
+        return out
+
+    def finish(self) -> list[Event]:
+        """End of output: resolve what is held and return the last events."""
+        if self._finished:
+            raise UsageError("finish() was already called")
+        self._start(self._mode or "text")
+        self._finished = True
+        out: list[Event] = []
+        if self._decoder is not None and self._mode == "ids":
+            tail = self._decoder.flush()
+            if tail:
+                self._run(tail, out)
+        held, self._held = self._held, ""
+        start = 0
+        while start < len(held):  # an unfinished delimiter prefix is plain text
+            start = self._route(held, start, len(held), out)
+        if self._call is not None:
+            self._end_call(out, closed=False)
+        self._content.boundary()
+        self._reasoning.boundary()
+        return out
+
+    # -- setup ---------------------------------------------------------------------
+
+    def _resolve(self, tokenizer: Tokenizer | None) -> tuple[dict[str, str] | None, dict[int, str]]:
+        """Map each delimiter to its structural form when every one holds an added token."""
+        if tokenizer is None:
+            return None, {}
+        forms: dict[str, str] = {}
+        literal: dict[int, str] = {}
+        sentinel_of: dict[int, str] = {}
+        for delimiter in self.format.delimiters:
+            ids = tokenizer.encode(delimiter)
+            if not any(i in tokenizer.added_ids for i in ids):
+                return None, {}
+            pieces = []
+            for i in ids:
+                if i in tokenizer.added_ids:
+                    if i not in sentinel_of:
+                        sentinel = chr(_SENTINEL_BASE + len(sentinel_of))
+                        sentinel_of[i] = sentinel
+                        literal[i] = tokenizer.token_text(i)
+                    pieces.append(sentinel_of[i])
+                else:
+                    pieces.append(tokenizer.decode([i]))
+            forms[delimiter] = "".join(pieces)
+        self._sentinel_ids = sentinel_of
+        return forms, literal
+
+    def _dropped_ids(self, tokenizer: Tokenizer | None) -> frozenset[int]:
+        """Added tokens that are neither delimiters nor kept text: never content."""
+        if tokenizer is None:
+            return frozenset()
+        keep = {tokenizer.added_tokens[k] for k in self.format.keep if k in tokenizer.added_tokens}
+        for delimiter in self.format.delimiters:
+            keep.update(i for i in tokenizer.encode(delimiter) if i in tokenizer.added_ids)
+        drop = set(tokenizer.special_ids)
+        drop.update(i for text, i in tokenizer.added_tokens.items() if _MARKUP_SHAPED.match(text))
+        return frozenset(drop - keep)
+
+    def _start(self, mode: str) -> None:
+        if self._finished:
+            raise UsageError("the parser has finished; create a new one per output")
+        if self._mode == mode:
+            return
+        if self._mode is not None:
+            raise UsageError("do not mix feed() and feed_text() on one parser")
+        self._mode = mode
+        fmt = self.format
+        if mode == "ids" and self._gated_forms is not None:
+            self._forms = self._gated_forms
+            self._id_forms = dict(self._sentinel_ids)
+            self._to_literal = {
+                ord(form): self._literal[i] for i, form in self._sentinel_ids.items()
+            }
+        else:
+            self._forms = {d: d for d in fmt.delimiters}
+            self._id_forms = {}
+        form = self._forms.__getitem__
+        self._r_open, self._r_close = map(form, fmt.reasoning) if fmt.reasoning else ("", "")
+        self._s_open, self._s_close = map(form, fmt.section) if fmt.section else ("", "")
+        call_open = form(fmt.call[0])
+        call_close = form(fmt.call[1]) if fmt.call[1] else None
+        self._c_open, self._c_close = call_open, call_close
+        # Outside a call every delimiter is searched for, so that an unexpected one
+        # (a stray closing tag, a mark outside a body) is consumed, never leaked.
+        everything = [form(d) for d in fmt.delimiters]
+        inside = [call_open] + [p for p in (call_close, self._s_close) if p]
+        table = {
+            State.CONTENT: everything,
+            State.REASONING: everything,
+            State.SECTION: everything,
+            State.CALL: inside,
+        }
+        self._scanners = {state: _Scanner(patterns) for state, patterns in table.items()}
+        self._context = CallContext(tools=self.tools, marks={m: form(m) for m in fmt.marks})
+
+    # -- the machine ---------------------------------------------------------------
+
+    def _run(self, text: str, out: list[Event]) -> None:
+        buf = self._held + text if self._held else text
+        self._held = ""
+        pos, size = 0, len(buf)
+        while pos < size:
+            scanner = self._scanners[self._state]
+            match = scanner.search(buf, pos)
+            end = match.start() if match is not None else size - scanner.holdback(buf, pos)
+            if end > pos:
+                stop = self._route(buf, pos, end, out)
+                if stop < end:  # a self-ending call body ended: rescan in the new state
+                    pos = stop
+                    continue
+            if match is None:
+                self._held = buf[end:]
+                return
+            self._delimiter(match.group(), out)
+            pos = match.end()
+
+    def _route(self, buf: str, start: int, end: int, out: list[Event]) -> int:
+        """Send buf[start:end] to the current state's sink; return where it stopped
+        (before `end` only when a self-ending call body ended inside it)."""
+        state = self._state
+        if state is State.CONTENT:
+            self._content.add(buf[start:end], out)
+        elif state is State.REASONING:
+            self._reasoning.add(buf[start:end], out)
+        elif state is State.SECTION:
+            text = buf[start:end]
+            if text.strip():  # stray text between calls is content, not lost
+                self._content.add(self._literal_text(text), out)
+        else:
+            call = self._call
+            assert call is not None
+            text = buf[start:end]
+            if self._c_close is not None and not (self.stream_arguments and not call.provisional):
+                call.raw.append(text)
+                call.body.append(text)
+                return end
+            used = call.syntax.feed(text)
+            call.raw.append(text[:used])
+            self._stream(out)
+            if call.syntax.done:
+                self._end_call(out, closed=True)
+                return start + used
+        return end
+
+    def _delimiter(self, form: str, out: list[Event]) -> None:
+        state = self._state
+        if state is State.CALL:
+            call = self._call
+            assert call is not None
+            if form == self._c_close:
+                call.raw.append(form)
+                self._end_call(out, closed=True)
+            else:  # a new call (or the section) begins: the open body ends here
+                self._end_call(out, closed=form != self._c_open)
+                self._delimiter(form, out)
+            return
+        if form == self._c_open:
+            self._open_call(form, out)
+        elif form == self._s_open and form:
+            if state is not State.SECTION:
+                self._run_of(state).boundary()
+            self._in_section = True
+            self._state = State.SECTION
+        elif form == self._s_close and form:
+            if state is State.SECTION:
+                self._in_section = False
+                self._state = State.CONTENT
+        elif form == self._r_open and form:
+            if state is State.CONTENT:
+                self._content.boundary()
+                self._state = State.REASONING
+        elif form == self._r_close and form and state is not State.SECTION:
+            self._reasoning.boundary()
+            self._content.boundary()
+            self._state = State.CONTENT
+        # any other delimiter here (a stray closing one) is consumed markup
+
+    def _run_of(self, state: State) -> _Run:
+        return self._reasoning if state is State.REASONING else self._content
+
+    def _open_call(self, form: str, out: list[Event]) -> None:
+        resume = self._state
+        before = self._run_of(resume).boundary() if resume is not State.SECTION else (False, "")
+        provisional = self.format.section is not None and not self._in_section
+        syntax = self.format.syntax(self._context)
+        self._call = _Call(syntax, form, resume, before, provisional)
+        self._state = State.CALL
+
+    def _stream(self, out: list[Event]) -> None:
+        """Streaming mode: emit the name once declared, then argument fragments."""
+        call = self._call
+        assert call is not None
+        if not self.stream_arguments or call.provisional:
+            return
+        if not call.begun:
+            name = call.syntax.name
+            if name is None or not self._may_commit(name):
+                return
+            call.begun = True
+            call.index = self._calls
+            self._calls += 1
+            out.append(ToolCallBegin(call.index, self._id_for(call), name))
+        fragment = call.syntax.arguments()
+        if fragment:
+            out.append(ToolCallArguments(call.index, fragment))
+
+    def _may_commit(self, name: str) -> bool:
+        if not self.tools.accepts(name):
+            return False
+        return self.tools.parallel or self._calls == 0
+
+    def _id_for(self, call: _Call) -> str:
+        return call.syntax.call_id or self._call_id(call.index)
+
+    def _end_call(self, out: list[Event], *, closed: bool) -> None:
+        """The body ended (closed by its delimiter, or not). Commit or release it."""
+        call = self._call
+        assert call is not None
+        self._call = None
+        self._state = State.SECTION if self._in_section else State.CONTENT
+        if self.tools.choice == "none":
+            return  # tool markup is consumed: no call, and nothing of it in content
+        reason = self._verdict(call, closed)
+        if call.begun:  # streaming: the call stays a call, complete or cut off
+            fragment = "" if reason else call.syntax.arguments()
+            if fragment:
+                out.append(ToolCallArguments(call.index, fragment))
+            out.append(ToolCallEnd(call.index))
+            if reason and self.strict:
+                raise MalformedOutput(reason, text=self._literal_text("".join(call.raw)))
+            return
+        if reason:
+            text = self._literal_text("".join(call.raw))
+            if self.strict:
+                raise MalformedOutput(reason, text=text)
+            if call.resume is not State.SECTION:
+                self._state = call.resume
+            run = self._run_of(self._state)
+            run.resume(call.before)
+            run.add(text, out)
+            return
+        name = call.syntax.name
+        assert name is not None
+        call.index = self._calls
+        self._calls += 1
+        out.append(ToolCallBegin(call.index, self._id_for(call), name))
+        arguments = call.syntax.arguments()
+        if arguments:
+            out.append(ToolCallArguments(call.index, arguments))
+        out.append(ToolCallEnd(call.index))
+
+    def _verdict(self, call: _Call, closed: bool) -> str:
+        """Why this call cannot be returned, or '' when it can."""
+        syntax = call.syntax
+        if call.body:
+            syntax.feed("".join(call.body))
+            call.body.clear()
+        try:
+            if call.provisional and not closed:
+                raise Reject("the call was cut off before its closing delimiter")
+            syntax.close()
+        except Reject as exc:
+            return str(exc) or "malformed tool call"
+        name = syntax.name
+        if name is None:
+            return "the call names no tool"
+        if call.begun:
+            return ""
+        if not self.tools.accepts(name):
+            return f"tool {name!r} is not declared"
+        if not self.tools.parallel and self._calls > 0:
+            return "parallel_tool_calls is false and a call was already made"
+        return ""
+
+    def _literal_text(self, text: str) -> str:
+        """Structural text back to what the model's output said."""
+        return text.translate(self._to_literal) if self._to_literal else text
+
+
+def parse(
+    format: str | Format,
+    tokenizer: Tokenizer | None,
+    ids: Sequence[int],
+    **options: Any,
+) -> Message:
+    """Parse a whole output: `feed(ids)` then `finish()` on one parser (one path)."""
+    parser = Parser(format, tokenizer, **options)
+    events = parser.feed(ids)
+    events += parser.finish()
+    return Message.from_events(events)

@@ -1,0 +1,1 @@
+"""Argument syntaxes: small pure objects that parse one call body (see `formats.spec`)."""

@@ -1,0 +1,167 @@
+"""A call body that is one JSON object naming the tool and holding its arguments.
+
+    {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}
+
+Used by hermes/Qwen (`arguments`) and Llama 3 (`parameters`). The arguments value is
+passed through as the model's own bytes: fragments are slices of the output, and the
+whole is checked to be a JSON object when the body closes. With `self_ending`, the
+body ends at the object's closing brace (formats without a closing delimiter).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+
+from toolwire.formats.spec import CallContext, Reject
+from toolwire.syntax.jsonscan import STRING, JsonValue
+
+__all__ = ["JsonEnvelope"]
+
+_WS = " \t\r\n"
+
+
+class _Phase(Enum):
+    OPEN = 0
+    KEY = 1
+    COLON = 2
+    VALUE = 3
+    AFTER = 4
+    END = 5
+
+
+class JsonEnvelope:
+    """Parses `{"name": ..., "arguments": {...}}` incrementally."""
+
+    name_keys: tuple[str, ...] = ("name",)
+    argument_keys: tuple[str, ...] = ("arguments", "parameters")
+
+    def __init__(self, context: CallContext, *, self_ending: bool = False) -> None:
+        self.name: str | None = None
+        self.call_id: str | None = None
+        self.done = False
+        self._self_ending = self_ending
+        self._phase = _Phase.OPEN
+        self._buf = ""
+        self._key = ""
+        self._value = JsonValue()
+        self._raw: list[str] = []  # the current value's text
+        self._pending: list[str] = []  # argument text not yet taken
+        self._args: str | None = None  # the complete arguments text
+        self._error = ""
+
+    def feed(self, text: str) -> int:
+        if self.done:
+            return 0
+        if self._error:
+            return len(text)
+        held = len(self._buf)
+        buf = self._buf + text
+        pos = self._advance(buf)
+        self._buf = buf[pos:]
+        return max(0, pos - held) if self.done else len(text)
+
+    def _advance(self, buf: str) -> int:
+        pos, size = 0, len(buf)
+        while pos < size and not self._error and not self.done:
+            phase = self._phase
+            if phase is _Phase.VALUE:
+                end = pos + self._value.feed(buf[pos:])
+                self._take(buf[pos:end])
+                pos = end
+                if self._value.done:
+                    self._value_done()
+                continue
+            while pos < size and buf[pos] in _WS:
+                pos += 1
+            if pos == size:
+                break
+            char = buf[pos]
+            if phase is _Phase.OPEN:
+                if char != "{":
+                    self._error = "the call body is not a JSON object"
+                    break
+                self._phase, pos = _Phase.KEY, pos + 1
+            elif phase is _Phase.KEY:
+                if char == "}":
+                    self._phase, pos = _Phase.END, pos + 1
+                    self.done = self._self_ending
+                    continue
+                if char != '"':
+                    self._error = "expected a key in the call object"
+                    break
+                match = STRING.match(buf, pos)
+                if match is None:
+                    return pos  # hold the unfinished key
+                self._key = json.loads(match.group())
+                self._phase, pos = _Phase.COLON, match.end()
+            elif phase is _Phase.COLON:
+                if char != ":":
+                    self._error = "expected ':' in the call object"
+                    break
+                self._phase, pos = _Phase.VALUE, pos + 1
+                self._value = JsonValue()
+                self._raw = []
+            elif phase is _Phase.AFTER:
+                if char == ",":
+                    self._phase, pos = _Phase.KEY, pos + 1
+                elif char == "}":
+                    self._phase, pos = _Phase.END, pos + 1
+                    self.done = self._self_ending
+                else:
+                    self._error = "expected ',' or '}' in the call object"
+            else:
+                self._error = "text after the call object"
+        return size if self._error and not self.done else pos
+
+    def _take(self, text: str) -> None:
+        if not text:
+            return
+        if not self._raw:
+            text = text.lstrip(_WS)
+            if not text:
+                return
+        self._raw.append(text)
+        if self._key in self.argument_keys and self._args is None:
+            self._pending.append(text)
+
+    def _value_done(self) -> None:
+        raw = "".join(self._raw)
+        self._phase = _Phase.AFTER
+        if self._key in self.name_keys and self.name is None:
+            try:
+                name = json.loads(raw)
+            except ValueError:
+                name = None
+            if not isinstance(name, str) or not name:
+                self._error = "the tool name is not a string"
+            else:
+                self.name = name
+        elif self._key in self.argument_keys and self._args is None:
+            self._args = raw
+
+    def arguments(self) -> str:
+        out = "".join(self._pending)
+        self._pending.clear()
+        return out
+
+    def close(self) -> None:
+        if self._error:
+            raise Reject(self._error)
+        if self._phase is _Phase.VALUE and self._value.end():
+            self._value_done()
+        if self._phase is not _Phase.END:
+            raise Reject("the call object is incomplete")
+        if self._buf.strip():
+            raise Reject("text after the call object")
+        if self.name is None:
+            raise Reject("the call names no tool")
+        if self._args is None:
+            self._args = "{}"
+            self._pending.append("{}")
+        try:
+            value = json.loads(self._args)
+        except ValueError as exc:
+            raise Reject(f"the arguments are not valid JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise Reject("the arguments are not a JSON object")

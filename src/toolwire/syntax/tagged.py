@@ -1,0 +1,253 @@
+"""A call body of tagged parameters whose values are text, converted to JSON.
+
+    <function=get_weather>
+    <parameter=city>
+    Paris
+    </parameter>
+    <parameter=days>
+    3
+    </parameter>
+    </function>
+
+That is Qwen3-Coder; GLM, MiniMax and DeepSeek's DSML differ only in their tags, so
+one parser takes the tags as data (`Tags`). Values are typed by the declared schema
+(`values.as_json`). A string value streams as it arrives, escaped fragment by
+fragment; other values are converted once their closing tag is seen. Output is
+append-only: nothing emitted is ever taken back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from toolwire.formats.spec import CallContext, Reject
+from toolwire.syntax.values import as_json, quote_fragment
+
+__all__ = ["TaggedParams", "Tags"]
+
+_WS = " \t\r\n"
+
+
+@dataclass(frozen=True)
+class Tags:
+    """The text around each part of a tagged call body (structural forms)."""
+
+    #: Around the tool's name. A close of "" means the name runs until the first
+    #: parameter's key tag or the end of the body.
+    name: tuple[str, str]
+    #: Around a parameter's name.
+    key: tuple[str, str]
+    #: Around a parameter's value ("" for no opening tag).
+    value: tuple[str, str]
+    #: What ends the body ("" when only the call's closing delimiter does).
+    end: str
+    #: Strip one newline at each end of a value (the templates write them).
+    trim_newline: bool = True
+    #: Splits the key tag's text into (key, JSON type override or None).
+    attributes: Callable[[str], tuple[str, str | None]] | None = None
+
+
+class _Phase(Enum):
+    NAME_OPEN = 0
+    NAME = 1
+    PARAMS = 2
+    KEY = 3
+    VALUE_OPEN = 4
+    VALUE = 5
+    END = 6
+
+
+class TaggedParams:
+    """Parses one tagged call body incrementally into a name and JSON arguments."""
+
+    def __init__(self, context: CallContext, tags: Tags) -> None:
+        self.name: str | None = None
+        self.call_id: str | None = None
+        self.done = False
+        self._tools = context.tools
+        self._tags = tags
+        self._phase = _Phase.NAME_OPEN
+        self._buf = ""
+        self._key = ""
+        self._kind: str | None = None
+        self._value: list[str] = []  # buffered raw value (non-string kinds)
+        self._started = False  # the current string value emitted its first char
+        self._count = 0
+        self._out: list[str] = []
+        self._error = ""
+
+    # -- CallSyntax ------------------------------------------------------------------
+
+    def feed(self, text: str) -> int:
+        if self._error:
+            return len(text)
+        self._buf += text
+        self._advance()
+        return len(text)
+
+    def arguments(self) -> str:
+        out = "".join(self._out)
+        self._out.clear()
+        return out
+
+    def close(self) -> None:
+        if self._error:
+            raise Reject(self._error)
+        tags = self._tags
+        if self._phase is _Phase.NAME and not tags.name[1]:
+            self._set_name(self._buf)
+            self._buf = ""
+        if self._phase is _Phase.PARAMS and not self._buf.strip(_WS):
+            self._phase = _Phase.END
+            self._out.append("}" if self._count else "{}")
+        if self._phase is not _Phase.END:
+            raise Reject("the call's parameters are incomplete")
+        if self._buf.strip(_WS):
+            raise Reject("text after the call's parameters")
+        if self.name is None:
+            raise Reject("the call names no tool")
+
+    # -- the machine -----------------------------------------------------------------
+
+    def _advance(self) -> None:
+        tags = self._tags
+        while not self._error:
+            buf = self._buf
+            phase = self._phase
+            if phase in (_Phase.NAME_OPEN, _Phase.PARAMS, _Phase.VALUE_OPEN, _Phase.END):
+                stripped = buf.lstrip(_WS)
+                if not stripped:
+                    self._buf = ""
+                    return
+                buf = self._buf = stripped
+            if phase is _Phase.NAME_OPEN:
+                if not self._expect(tags.name[0]):
+                    return
+                self._phase = _Phase.NAME
+            elif phase is _Phase.NAME:
+                if not tags.name[1]:
+                    at = buf.find(tags.key[0])
+                    if at < 0:
+                        return
+                    self._set_name(buf[:at])
+                    self._buf = buf[at:]
+                else:
+                    at = buf.find(tags.name[1])
+                    if at < 0:
+                        return
+                    self._set_name(buf[:at])
+                    self._buf = buf[at + len(tags.name[1]) :]
+                if self._error:
+                    return
+                self._phase = _Phase.PARAMS
+            elif phase is _Phase.PARAMS:
+                if tags.end and buf.startswith(tags.end):
+                    self._buf = buf[len(tags.end) :]
+                    self._phase = _Phase.END
+                    self._out.append("}" if self._count else "{}")
+                    continue
+                if tags.end and tags.end.startswith(buf):
+                    return
+                if not self._expect(tags.key[0]):
+                    return
+                self._phase = _Phase.KEY
+            elif phase is _Phase.KEY:
+                at = buf.find(tags.key[1])
+                if at < 0:
+                    return
+                self._start_value(buf[:at])
+                self._buf = buf[at + len(tags.key[1]) :]
+                self._phase = _Phase.VALUE_OPEN if tags.value[0] else _Phase.VALUE
+            elif phase is _Phase.VALUE_OPEN:
+                if not self._expect(tags.value[0]):
+                    return
+                self._phase = _Phase.VALUE
+            elif phase is _Phase.VALUE:
+                if not self._value_text():
+                    return
+                self._phase = _Phase.PARAMS
+            else:  # END
+                self._error = "text after the call's parameters"
+                return
+
+    def _expect(self, tag: str) -> bool:
+        """Consume `tag` at the start of the buffer; False to wait for more text."""
+        buf = self._buf
+        if buf.startswith(tag):
+            self._buf = buf[len(tag) :]
+            return True
+        if not tag.startswith(buf):
+            self._error = f"expected {tag!r} in the call body"
+        return False
+
+    def _set_name(self, text: str) -> None:
+        name = text.strip(_WS)
+        if not name:
+            self._error = "the call names no tool"
+            return
+        self.name = name
+        self._out.append("{")
+
+    def _start_value(self, key_text: str) -> None:
+        key, kind = key_text.strip(_WS), None
+        if self._tags.attributes is not None:
+            key, kind = self._tags.attributes(key_text)
+        if not key:
+            self._error = "a parameter has no name"
+            return
+        if kind is None and self.name is not None:
+            kind = self._tools.parameter_type(self.name, key)
+        self._key, self._kind = key, kind
+        self._value, self._started = [], False
+        self._out.append((", " if self._count else "") + quote_fragment_key(key))
+        self._count += 1
+        if kind == "string":
+            self._out.append('"')
+
+    def _value_text(self) -> bool:
+        """Consume value text; True once the value's closing tag was seen."""
+        close = self._tags.value[1]
+        buf = self._buf
+        at = buf.find(close)
+        if at >= 0:
+            text, self._buf = buf[:at], buf[at + len(close) :]
+            self._value_piece(text, final=True)
+            return True
+        # Hold back what could begin the closing tag (and a newline before it).
+        keep = 0
+        for k in range(min(len(close) - 1, len(buf)), 0, -1):
+            if close.startswith(buf[-k:]):
+                keep = k
+                break
+        if self._tags.trim_newline and buf[: len(buf) - keep].endswith("\n"):
+            keep += 1
+        if not self._started and self._tags.trim_newline and len(buf) - keep < 2:
+            keep = len(buf)  # cannot yet tell whether the value opens with a newline
+        if keep < len(buf):
+            self._value_piece(buf[: len(buf) - keep], final=False)
+            self._buf = buf[len(buf) - keep :]
+        return False
+
+    def _value_piece(self, text: str, *, final: bool) -> None:
+        trim = self._tags.trim_newline
+        if not self._started:
+            if trim and text.startswith("\n"):
+                text = text[1:]
+            self._started = True
+        if final and trim and text.endswith("\n"):
+            text = text[:-1]
+        if self._kind == "string":
+            if text:
+                self._out.append(quote_fragment(text))
+            if final:
+                self._out.append('"')
+            return
+        self._value.append(text)
+        if final:
+            self._out.append(as_json("".join(self._value), self._kind))
+
+
+def quote_fragment_key(key: str) -> str:
+    return '"' + quote_fragment(key) + '": '

@@ -1,0 +1,71 @@
+"""Typing text values by the declared schema, for formats whose arguments are text.
+
+XML-parameter formats write every value as raw text. The declared JSON type decides
+what it becomes: a `string` parameter stays a string even when it looks like a
+number; numbers, booleans, objects and arrays are parsed (JSON first, then a Python
+literal, which models often write); anything that does not parse stays a string.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+__all__ = ["as_json", "quote_fragment"]
+
+
+def quote_fragment(text: str) -> str:
+    """JSON string-escape a fragment; fragments escape independently of each other."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _parse(text: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return True, ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return False, None
+
+
+def as_json(text: str, kind: str | None) -> str:
+    """The JSON text for a raw value of the given schema type."""
+    if kind == "string":
+        return json.dumps(text, ensure_ascii=False)
+    stripped = text.strip()
+    if kind in ("integer", "number"):
+        ok, value = _parse(stripped)
+        if ok and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return stripped if _is_json(stripped) else json.dumps(value)
+    elif kind == "boolean":
+        if stripped.lower() in ("true", "false"):
+            return stripped.lower()
+    elif kind == "null":
+        if stripped.lower() in ("null", "none"):
+            return "null"
+    elif kind in ("object", "array", "any", None):
+        ok, value = _parse(stripped)
+        wanted: type | tuple[type, ...] = object
+        if kind == "object":
+            wanted = dict
+        elif kind == "array":
+            wanted = (list, tuple)
+        if ok and isinstance(value, wanted) and (kind is not None or not isinstance(value, str)):
+            if _is_json(stripped):
+                return stripped
+            try:
+                return json.dumps(value, ensure_ascii=False)
+            except (TypeError, ValueError):
+                pass
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

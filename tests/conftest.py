@@ -1,0 +1,43 @@
+"""Shared test data: real tokenizers and BFCL corpora from `TOOLWIRE_TEST_DATA`.
+
+The one place tests reach `../shared` (or wherever `TOOLWIRE_TEST_DATA` points).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from toolwire import Tokenizer, load_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """The shared test data folder; fails loudly when it is missing."""
+    path = Path(os.environ.get("TOOLWIRE_TEST_DATA", ROOT.parent / "shared"))
+    if not (path / "tokenizers").is_dir():
+        raise RuntimeError(
+            f"test data not found at {path}; set TOOLWIRE_TEST_DATA to the shared folder"
+        )
+    return path
+
+
+@cache
+def tokenizer_for(family: str) -> Tokenizer:
+    """A real tokenizer from the shared data, loaded once per test session."""
+    return load_tokenizer(data_dir() / "tokenizers" / family)
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    return data_dir()
+
+
+@pytest.fixture(scope="session")
+def load() -> Callable[[str], Tokenizer]:
+    return tokenizer_for
