@@ -41,3 +41,17 @@ def shared() -> Path:
 @pytest.fixture(scope="session")
 def load() -> Callable[[str], Tokenizer]:
     return tokenizer_for
+
+
+# Property tests: a few hundred examples per property in CI; more with
+# TOOLWIRE_EXAMPLES=5000 make test.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "toolwire",
+    max_examples=int(os.environ.get("TOOLWIRE_EXAMPLES", "200")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=os.environ.get("TOOLWIRE_RANDOM_SEED") is None,
+)
+settings.load_profile("toolwire")

@@ -94,6 +94,34 @@ class Format:
     starts_in_reasoning: bool = False
     #: Added tokens that carry text the format needs (never dropped).
     keep: tuple[str, ...] = field(default=())
+    #: Renders reasoning and content where wrapping them is not just the reasoning
+    #: delimiters (harmony's channels); None for the default.
+    render_text: Callable[[str | None, str | None], str] | None = None
+
+    def render_output(
+        self,
+        *,
+        reasoning: str | None = None,
+        content: str | None = None,
+        calls: Sequence[RenderedCall] = (),
+        prefilled: bool = False,
+    ) -> str:
+        """A whole output in this format, as the model would write it.
+
+        `prefilled`: the prompt opened the reasoning block, so the output starts inside
+        it (its opening delimiter is not part of the output).
+        """
+        if self.render_text is not None:
+            text = self.render_text(reasoning, content)
+        else:
+            text = ""
+            if reasoning is not None and self.reasoning is not None:
+                opener = "" if prefilled else self.reasoning[0]
+                text += f"{opener}{reasoning}{self.reasoning[1]}\n\n"
+            text += content or ""
+        if calls:
+            text += ("\n\n" if content else "") + self.render(calls)
+        return text
 
     @property
     def delimiters(self) -> tuple[str, ...]:

@@ -1,0 +1,74 @@
+"""The per-format table every invariant test runs over.
+
+Each registered format must have an entry in `TOKENIZERS` (the tokenizer it is tested
+with); a format without one fails the suite, so no format can skip the invariants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.conftest import tokenizer_for
+from toolwire import Tokenizer
+
+#: format name -> the tokenizer its tests use (real where one exists offline).
+TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
+    "hermes": lambda: tokenizer_for("qwen3"),
+    "qwen3": lambda: tokenizer_for("qwen3"),
+    "qwen3_coder": lambda: tokenizer_for("qwen3"),
+}
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer"},
+                    "unit": {"type": "string", "enum": ["c", "f"]},
+                },
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "limit": {"type": "integer"},
+                    "exact": {"type": "boolean"},
+                    "filters": {"type": "object"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}},
+]
+
+#: Calls whose arguments exercise every JSON type, markup-like text and non-ASCII.
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("get_weather", {"city": "Paris", "days": 3}),
+    ("search", {"query": 'a "quoted" </tool_call> <tool_call> 日本 \\ end', "limit": 10}),
+    ("search", {"query": "42", "exact": True, "filters": {"a": [1, 2.5, None]}, "tags": ["x"]}),
+    ("get_time", {}),
+]
+
+REASONING = "The user wants the weather.\nI will call a tool."
+CONTENT = "Let me check that for you, café ☕."
+
+
+def tokenizer(fmt: str) -> Tokenizer:
+    try:
+        return TOKENIZERS[fmt]()
+    except KeyError:
+        raise AssertionError(f"format {fmt!r} has no test tokenizer in tests/cases.py") from None
