@@ -82,7 +82,8 @@ def _family_tokens(family: str) -> tuple[dict[int, str], dict[str, Any]]:
 def derived_tokenizer(family: str, template: str | None = None) -> Tokenizer:
     """Qwen3's vocabulary plus `family`'s special tokens (real ids where known)."""
     tokens, extra = _family_tokens(family)
-    data = json.loads(gzip.open(data_dir() / "tokenizers/qwen3/tokenizer.json.gz").read())
+    with gzip.open(data_dir() / "tokenizers/qwen3/tokenizer.json.gz", "rt") as fh:
+        data = json.load(fh)
     data["added_tokens"] = []
     table: dict[int, str] = {_BASE_VOCAB: "<|endoftext|>", **tokens}
     for i in range(_BASE_VOCAB, max(table) + 1):  # ids are assigned in order: no gaps
