@@ -58,7 +58,7 @@ TOOLS: list[dict[str, Any]] = [
 #: Calls whose arguments exercise every JSON type, markup-like text and non-ASCII.
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("get_weather", {"city": "Paris", "days": 3}),
-    ("search", {"query": 'a "quoted" </tool_call> <tool_call> 日本 \\ end', "limit": 10}),
+    ("search", {"query": 'a "quoted" <b>x</b> {[ 日本 \\ end', "limit": 10}),
     ("search", {"query": "42", "exact": True, "filters": {"a": [1, 2.5, None]}, "tags": ["x"]}),
     ("get_time", {}),
 ]

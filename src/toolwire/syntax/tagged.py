@@ -101,7 +101,7 @@ class TaggedParams:
             self._buf = ""
         if self._phase is _Phase.PARAMS and not self._buf.strip(_WS):
             self._phase = _Phase.END
-            self._out.append("}" if self._count else "{}")
+            self._out.append("}")
         if self._phase is not _Phase.END:
             raise Reject("the call's parameters are incomplete")
         if self._buf.strip(_WS):
@@ -146,7 +146,7 @@ class TaggedParams:
                 if tags.end and buf.startswith(tags.end):
                     self._buf = buf[len(tags.end) :]
                     self._phase = _Phase.END
-                    self._out.append("}" if self._count else "{}")
+                    self._out.append("}")
                     continue
                 if tags.end and tags.end.startswith(buf):
                     return

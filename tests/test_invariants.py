@@ -1,0 +1,401 @@
+"""DESIGN.md's invariants, each a test over every registered format.
+
+Vectors are built from each format's own renderer (`Format.render_output`) and its
+test tokenizer (`tests/cases.py`), so a new format is covered by registering it. Ids
+are produced two ways: `tok.encode(text)` (delimiters matched: what a model emits)
+and `tok.encode(text, delimiters=False)` (spelled: what a model copying text emits).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests import cases
+from toolwire import Message, Parser, Tokenizer, formats
+from toolwire.events import (
+    Content,
+    Event,
+    Reasoning,
+    ToolCallArguments,
+    ToolCallBegin,
+    ToolCallEnd,
+    merge,
+)
+
+FORMATS = formats.names()
+MODES = [False, True]  # stream_arguments
+
+
+@dataclass(frozen=True)
+class Vector:
+    name: str
+    ids: tuple[int, ...]
+    #: expected calls as (name, arguments object); None when any outcome is acceptable
+    calls: tuple[tuple[str, dict[str, Any]], ...] | None
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+def _ids(tok: Tokenizer, parts: Sequence[tuple[str, bool]]) -> tuple[int, ...]:
+    """Encode text pieces; the flag says whether delimiters are matched (genuine)."""
+    out: list[int] = []
+    for text, genuine in parts:
+        out += tok.encode(text, delimiters=genuine)
+    return tuple(out)
+
+
+def _with_reasoning(fmt: formats.Format) -> dict[str, Any]:
+    return {"reasoning": cases.REASONING} if fmt.reasoning or fmt.render_text else {}
+
+
+@cache
+def vectors(name: str) -> tuple[Vector, ...]:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    r = _with_reasoning(fmt)
+    out: list[Vector] = []
+
+    def add(vname: str, text: str, calls: Any, genuine: bool = True, **options: Any) -> None:
+        out.append(Vector(vname, _ids(tok, [(text, genuine)]), calls, tuple(options.items())))
+
+    add("content", fmt.render_output(content=cases.CONTENT), ())
+    if r:
+        add("reasoning+content", fmt.render_output(content=cases.CONTENT, **r), ())
+    for i, call in enumerate(cases.CALLS):
+        add(f"call{i}", fmt.render_output(calls=[call]), (call,))
+    two = cases.CALLS[:2]
+    add("content+2calls", fmt.render_output(content=cases.CONTENT, calls=two, **r), tuple(two))
+    add("all calls", fmt.render_output(calls=cases.CALLS), tuple(cases.CALLS))
+    add("echo", fmt.render_output(content=cases.CONTENT, calls=two), None, genuine=False)
+    genuine = fmt.render_output(content=cases.CONTENT, calls=[cases.CALLS[0]])
+    echoed = fmt.render(cases.CALLS[1:2])
+    out.append(
+        Vector(
+            "prose, genuine, echo",
+            _ids(tok, [(genuine + "\n\nAs the log said: ", True), (echoed, False)]),
+            (cases.CALLS[0],),
+        )
+    )
+    undeclared = fmt.render_output(content=cases.CONTENT, calls=[("not_declared", {"a": 1})])
+    add("undeclared", undeclared, ())
+    whole = _ids(tok, [(fmt.render(cases.CALLS[:1]), True)])
+    out.append(Vector("truncated", whole[: len(whole) * 2 // 3], None))
+    return tuple(out)
+
+
+def _echo_inside(fmt: formats.Format, tok: Tokenizer) -> tuple[tuple[int, ...], str]:
+    """A genuine call whose string argument holds the format's delimiters, spelled."""
+    marker = "QQXQQ"
+    text = fmt.render_output(calls=[("search", {"query": marker})])
+    left, right = text.split(marker)
+    injected = "".join(d for d in (fmt.call[1], fmt.call[0], *fmt.marks) if d)
+    if fmt.section:
+        injected = fmt.section[1] + injected + fmt.section[0]
+    return _ids(tok, [(left, True), (injected, False), (right, True)]), injected
+
+
+def run(
+    name: str, ids: Sequence[int], cuts: Sequence[int] = (), **options: Any
+) -> list[Event]:
+    """Feed ids cut at `cuts` (sorted positions); return the merged events."""
+    parser = Parser(name, cases.tokenizer(name), tools=cases.TOOLS, **options)
+    events: list[Event] = []
+    start = 0
+    for cut in [*cuts, len(ids)]:
+        events += parser.feed(ids[start:cut])
+        start = cut
+    events += parser.finish()
+    return merge(events)
+
+
+def message(name: str, ids: Sequence[int], **options: Any) -> Message:
+    return Message.from_events(run(name, ids, **options))
+
+
+def _check_calls(msg: Message, expected: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    got = [(c.name, json.loads(c.arguments)) for c in msg.tool_calls]
+    assert got == [(n, dict(a)) for n, a in expected]
+
+
+ALL = [(f, i) for f in FORMATS for i in range(len(vectors(f)))]
+
+
+def _id(param: tuple[str, int]) -> str:
+    return f"{param[0]}-{vectors(param[0])[param[1]].name}"
+
+
+# -- 1. one path; 2. chunk invariance -----------------------------------------------
+
+
+@pytest.mark.parametrize("stream", MODES, ids=["held", "stream"])
+@pytest.mark.parametrize("case", ALL, ids=[_id(c) for c in ALL])
+def test_one_id_per_delta_and_every_two_split_match_the_single_chunk(
+    case: tuple[str, int], stream: bool
+) -> None:
+    name, index = case
+    ids = vectors(name)[index].ids
+    whole = run(name, ids, stream_arguments=stream)
+    assert run(name, ids, range(1, len(ids)), stream_arguments=stream) == whole
+    for cut in range(len(ids) + 1):
+        assert run(name, ids, [cut], stream_arguments=stream) == whole, cut
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@given(data=st.data())
+def test_random_partitions_match_the_single_chunk(name: str, data: st.DataObject) -> None:
+    vector = data.draw(st.sampled_from(vectors(name)))
+    stream = data.draw(st.booleans())
+    ids = vector.ids
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(ids)), max_size=len(ids))))
+    assert run(name, ids, cuts, stream_arguments=stream) == run(name, ids, stream_arguments=stream)
+
+
+# -- correctness of the vectors ------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", MODES, ids=["held", "stream"])
+@pytest.mark.parametrize("case", ALL, ids=[_id(c) for c in ALL])
+def test_vectors_give_the_expected_calls(case: tuple[str, int], stream: bool) -> None:
+    name, index = case
+    vector = vectors(name)[index]
+    msg = message(name, vector.ids, stream_arguments=stream)
+    if vector.calls is not None:
+        if not (stream and vector.name == "truncated"):
+            _check_calls(msg, vector.calls)
+    for call in msg.tool_calls:
+        assert call.name in {t["function"]["name"] for t in cases.TOOLS}
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_reasoning_and_content_are_routed(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    r = _with_reasoning(fmt)
+    text = fmt.render_output(content=cases.CONTENT, calls=[cases.CALLS[0]], **r)
+    msg = message(name, tok.encode(text))
+    assert msg.content == cases.CONTENT
+    assert msg.reasoning == (cases.REASONING if r else None)
+    _check_calls(msg, [cases.CALLS[0]])
+
+
+# -- 3. token-id gating --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_spelled_calls_are_content_when_gated(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    text = fmt.render_output(content=cases.CONTENT, calls=cases.CALLS[:2])
+    spelled = tok.encode(text, delimiters=False)
+    parser = Parser(name, tok, tools=cases.TOOLS)
+    if not parser.gated:
+        # Text fallback: the same text gives the same result however it is spelled.
+        assert message(name, spelled) == message(name, tok.encode(text))
+        return
+    msg = message(name, spelled)
+    assert msg.tool_calls == []
+    assert _squash(msg.content) == _squash(text)
+
+
+@pytest.mark.parametrize("stream", MODES, ids=["held", "stream"])
+@pytest.mark.parametrize("name", FORMATS)
+def test_spelled_delimiters_inside_a_genuine_call_are_argument_text(
+    name: str, stream: bool
+) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    if not Parser(name, tok).gated:
+        pytest.skip(f"{name} is text-matched with this tokenizer (gated is False)")
+    ids, injected = _echo_inside(fmt, tok)
+    for cuts in ([], range(1, len(ids))):
+        msg = Message.from_events(run(name, ids, cuts, stream_arguments=stream))
+        _check_calls(msg, [("search", {"query": injected})])
+
+
+# -- 4. conservation -----------------------------------------------------------------
+
+
+def _squash(text: str | None) -> str:
+    return "".join((text or "").split())
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_released_calls_keep_every_character(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    for calls in ([("not_declared", {"a": 1})], [cases.CALLS[0]]):
+        text = fmt.render_output(content=cases.CONTENT, calls=calls)
+        ids = tok.encode(text)
+        if calls[0][0] != "not_declared":  # cut inside the arguments
+            body = tok.encode(fmt.render(calls))
+            ids = ids[: len(ids) - len(body) // 2]
+        msg = message(name, ids)
+        assert msg.tool_calls == []
+        assert _squash(msg.content) == _squash(tok.decode(ids))
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_outputs_without_calls_lose_only_markup(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    r = _with_reasoning(fmt)
+    text = fmt.render_output(content=cases.CONTENT, **r)
+    msg = message(name, tok.encode(text))
+    assert _squash(msg.content) + _squash(msg.reasoning) == _squash(
+        cases.CONTENT + (cases.REASONING if r else "")
+    )
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_strict_raises_on_an_incomplete_call(name: str) -> None:
+    from toolwire import MalformedOutput
+
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    ids = tok.encode(fmt.render([cases.CALLS[0]]))
+    ids = ids[: len(ids) // 2]
+    with pytest.raises(MalformedOutput):
+        message(name, ids, strict=True)
+
+
+# -- 5. special tokens ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_special_tokens_never_reach_content_or_reasoning(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    delimiter_ids = {i for d in fmt.delimiters for i in tok.encode(d)} | {
+        tok.added_tokens[k] for k in fmt.keep if k in tok.added_tokens
+    }
+    specials = sorted(tok.special_ids - delimiter_ids)
+    assert specials, "the tokenizer has special tokens to test with"
+    rng = random.Random(name)
+    base = list(tok.encode(fmt.render_output(content=cases.CONTENT, **_with_reasoning(fmt))))
+    for _ in range(20):
+        ids = list(base)
+        chosen = rng.sample(specials, min(3, len(specials)))
+        for special in chosen:
+            ids.insert(rng.randrange(len(ids) + 1), special)
+        msg = message(name, ids)
+        for special in chosen:
+            text = tok.token_text(special)
+            assert text not in (msg.content or "") and text not in (msg.reasoning or "")
+
+
+# -- 6. tool_choice ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", MODES, ids=["held", "stream"])
+@pytest.mark.parametrize("name", FORMATS)
+def test_tool_choice_none_consumes_markup(name: str, stream: bool) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    text = fmt.render_output(content=cases.CONTENT, calls=cases.CALLS[:2])
+    msg = message(name, tok.encode(text), tool_choice="none", stream_arguments=stream)
+    assert msg.tool_calls == []
+    assert msg.content == cases.CONTENT
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_named_choice_returns_only_that_tool(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    text = fmt.render_output(calls=[cases.CALLS[0], cases.CALLS[3]])
+    named = {"type": "function", "function": {"name": "get_time"}}
+    msg = message(name, tok.encode(text), tool_choice=named)
+    assert [c.name for c in msg.tool_calls] == ["get_time"]
+    assert "get_weather" in (msg.content or "")
+    required = message(name, tok.encode(text), tool_choice="required")
+    assert [c.name for c in required.tool_calls] == ["get_weather", "get_time"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_parallel_tool_calls_false_returns_one_call(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    text = fmt.render_output(calls=cases.CALLS[:2])
+    msg = message(name, tok.encode(text), parallel_tool_calls=False)
+    assert [c.name for c in msg.tool_calls] == ["get_weather"]
+
+
+# -- 7. arguments --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_argument_fragments_join_to_the_final_json_object(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    ids = tok.encode(fmt.render_output(calls=cases.CALLS))
+    parser = Parser(name, tok, tools=cases.TOOLS, stream_arguments=True)
+    events: list[Event] = []
+    for i in ids:
+        events += parser.feed([i])
+    events += parser.finish()
+    fragments: dict[int, list[str]] = {}
+    for event in events:
+        if isinstance(event, ToolCallArguments):
+            assert event.text
+            fragments.setdefault(event.index, []).append(event.text)
+    msg = Message.from_events(events)
+    assert len(msg.tool_calls) == len(cases.CALLS)
+    for index, call in enumerate(msg.tool_calls):
+        assert "".join(fragments.get(index, [])) == call.arguments
+        assert isinstance(json.loads(call.arguments), dict)
+    begins = [e for e in events if isinstance(e, ToolCallBegin)]
+    ends = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert [b.index for b in begins] == [e.index for e in ends] == list(range(len(cases.CALLS)))
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_streamed_name_comes_before_its_arguments_finish(name: str) -> None:
+    """With stream_arguments, a long call shows its name before the body closes."""
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    call = ("search", {"query": "word " * 200})
+    ids = tok.encode(fmt.render_output(calls=[call]))
+    parser = Parser(name, tok, tools=cases.TOOLS, stream_arguments=True)
+    seen_begin_at = None
+    for n, token in enumerate(ids):
+        if any(isinstance(e, ToolCallBegin) for e in parser.feed([token])):
+            seen_begin_at = n
+            break
+    assert seen_begin_at is not None and seen_begin_at < len(ids) // 2
+
+
+# -- fuzzing -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@given(data=st.data())
+def test_random_ids_give_only_events(name: str, data: st.DataObject) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    hot = sorted({i for d in fmt.delimiters for i in tok.encode(d)} | set(tok.special_ids))[:64]
+    ident = st.one_of(
+        st.integers(0, tok.vocab_size - 1),
+        st.sampled_from(hot),
+        st.sampled_from(list(tok.encode('{"name": "search", "arguments": {"q": 1}} ()[]="'))),
+    )
+    ids = data.draw(st.lists(ident, max_size=80))
+    stream = data.draw(st.booleans())
+    choice = data.draw(st.sampled_from(["auto", "none", "required"]))
+    cut = data.draw(st.integers(0, len(ids)))
+    events = run(name, ids, [cut], stream_arguments=stream, tool_choice=choice)
+    assert events == run(name, ids, stream_arguments=stream, tool_choice=choice)
+    msg = Message.from_events(events)
+    for event in events:
+        if isinstance(event, (Content, Reasoning)):
+            assert event.text
+            assert not any(0xD800 <= ord(c) <= 0xDFFF for c in event.text)
+    if not stream:
+        for call in msg.tool_calls:
+            assert isinstance(json.loads(call.arguments), dict)
