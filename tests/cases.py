@@ -19,6 +19,9 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "qwen3_coder": lambda: tokenizer_for("qwen3"),
 }
 
+#: Formats expected to be text-matched (Parser.gated False) with their test tokenizer.
+UNGATED: set[str] = set()
+
 TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",

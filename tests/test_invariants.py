@@ -102,9 +102,7 @@ def _echo_inside(fmt: formats.Format, tok: Tokenizer) -> tuple[tuple[int, ...], 
     return _ids(tok, [(left, True), (injected, False), (right, True)]), injected
 
 
-def run(
-    name: str, ids: Sequence[int], cuts: Sequence[int] = (), **options: Any
-) -> list[Event]:
+def run(name: str, ids: Sequence[int], cuts: Sequence[int] = (), **options: Any) -> list[Event]:
     """Feed ids cut at `cuts` (sorted positions); return the merged events."""
     parser = Parser(name, cases.tokenizer(name), tools=cases.TOOLS, **options)
     events: list[Event] = []
@@ -196,6 +194,7 @@ def test_spelled_calls_are_content_when_gated(name: str) -> None:
     text = fmt.render_output(content=cases.CONTENT, calls=cases.CALLS[:2])
     spelled = tok.encode(text, delimiters=False)
     parser = Parser(name, tok, tools=cases.TOOLS)
+    assert parser.gated == (name not in cases.UNGATED)
     if not parser.gated:
         # Text fallback: the same text gives the same result however it is spelled.
         assert message(name, spelled) == message(name, tok.encode(text))
