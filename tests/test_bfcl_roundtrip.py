@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+
 import pytest
 
 from tests import bfcl, cases
