@@ -397,3 +397,17 @@ def test_random_ids_give_only_events(name: str, data: st.DataObject) -> None:
     if not stream:
         for call in msg.tool_calls:
             assert isinstance(json.loads(call.arguments), dict)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_call_missing_only_its_closing_delimiter_is_still_a_call(name: str) -> None:
+    fmt = formats.get(name)
+    close = fmt.call[1]
+    if close is None:
+        pytest.skip(f"{name} calls have no closing delimiter")
+    tok = cases.tokenizer(name)
+    text = fmt.render_output(content=cases.CONTENT, calls=[cases.CALLS[0]])
+    cut = text.rindex(close)
+    msg = message(name, tok.encode(text[:cut]))
+    _check_calls(msg, [cases.CALLS[0]])
+    assert msg.content == cases.CONTENT
