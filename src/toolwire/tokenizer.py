@@ -44,6 +44,9 @@ __all__ = ["Detokenizer", "Tokenizer", "load_tokenizer"]
 class Detokenizer(Protocol):
     """Incremental decoding of one output stream."""
 
+    #: True while text is held back (an incomplete character); see `Tokenizer.plain_texts`.
+    pending: bool
+
     def step(self, token_id: int) -> str:
         """Return the text this id completes ('' while a character is incomplete)."""
         ...
@@ -76,16 +79,17 @@ def _bytes_to_unicode() -> dict[int, str]:
 class _TableDetokenizer:
     """Byte-level BPE: a table of complete strings, and a UTF-8 decoder for the rest."""
 
-    __slots__ = ("_bytes", "_decoder", "_pending", "_text")
+    __slots__ = ("_bytes", "_decoder", "_text", "pending")
 
     def __init__(self, text: Mapping[int, str], raw: Mapping[int, bytes]) -> None:
         self._text = text
         self._bytes = raw
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._pending = False
+        #: True while an incomplete character is held.
+        self.pending = False
 
     def step(self, token_id: int) -> str:
-        if not self._pending:
+        if not self.pending:
             s = self._text.get(token_id)
             if s is not None:
                 return s
@@ -94,22 +98,23 @@ class _TableDetokenizer:
             s = self._text.get(token_id)
             raw = s.encode() if s is not None else b""
         out = self._decoder.decode(raw)
-        self._pending = self._decoder.getstate()[0] != b""
+        self.pending = self._decoder.getstate()[0] != b""
         return out
 
     def flush(self) -> str:
-        self._pending = False
+        self.pending = False
         return self._decoder.decode(b"", final=True)
 
 
 class _StreamDetokenizer:
     """Any other vocabulary: `tokenizers`' own DecodeStream (special tokens kept)."""
 
-    __slots__ = ("_backend", "_stream")
+    __slots__ = ("_backend", "_stream", "pending")
 
     def __init__(self, backend: _Backend) -> None:
         self._backend = backend
         self._stream = DecodeStream(skip_special_tokens=False)
+        self.pending = True  # DecodeStream keeps its own context: no table shortcut
 
     def step(self, token_id: int) -> str:
         out = self._stream.step(self._backend, token_id)
@@ -148,6 +153,7 @@ class Tokenizer:
         self.eos_ids: frozenset[int] = frozenset(self._eos_ids())
         self._spelled: _Backend | None = None
         self._table: tuple[dict[int, str], dict[int, bytes]] | None = None
+        self._plain: dict[int, str] | None = None
         self._byte_level = _is_byte_level(backend)
 
     # -- vocabulary facts ---------------------------------------------------------
@@ -206,6 +212,19 @@ class Tokenizer:
 
     def decode(self, ids: list[int], *, skip_special_tokens: bool = False) -> str:
         return str(self._backend.decode(ids, skip_special_tokens=skip_special_tokens))
+
+    def plain_texts(self) -> Mapping[int, str] | None:
+        """Ordinary (not added) ids whose text is complete on its own -> that text.
+
+        A detokenizer that is not `pending` would return exactly this text for such an
+        id, so hot loops may look it up directly. None for non-byte-level vocabularies.
+        """
+        if not self._byte_level:
+            return None
+        if self._plain is None:
+            text, _ = self._byte_table()
+            self._plain = {i: s for i, s in text.items() if i not in self._added}
+        return self._plain
 
     def detokenizer(self) -> Detokenizer:
         """A fresh incremental detokenizer for one output stream."""
