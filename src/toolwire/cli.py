@@ -66,6 +66,18 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from toolwire.server.config import config_from
+        from toolwire.server.run import serve
+    except ImportError as exc:
+        raise ToolwireError(
+            f"serve needs the server extra: pip install 'toolwire[server]' ({exc})"
+        ) from exc
+    serve(config_from(args))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="toolwire", description=__doc__)
     sub = root.add_subparsers(dest="command", required=True)
@@ -82,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="fail on malformed calls")
     p.add_argument("--stream-arguments", action="store_true")
     p.set_defaults(func=_cmd_parse)
+
+    s = sub.add_parser("serve", help="run the OpenAI-compatible server (needs the server extra)")
+    s.set_defaults(func=_cmd_serve)
+    try:
+        from toolwire.server.config import add_arguments
+    except ImportError:  # the server extra is not installed; `serve` says so when run
+        pass
+    else:
+        add_arguments(s)
     return root
 
 

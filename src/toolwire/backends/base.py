@@ -1,0 +1,89 @@
+"""What every engine is: prompt token ids in, output token ids out.
+
+Data flow::
+
+    Generation (prompt ids, sampling, structural tag)
+        -> Engine.stream()            an async iterator; each item is a Delta
+        -> Delta(ids, finish_reason)  ids in output order; the last item carries
+                                      "stop" (end of sequence) or "length" (max_tokens)
+
+Invariants every engine keeps:
+
+* Token ids only: an engine never decodes or parses output; the server's parser does.
+* Closing the iterator early (`aclose()`, or the consuming task being cancelled) stops
+  the generation: a client that goes away costs no more compute.
+* A failure is an `EngineError`, raised from the iterator, never a silent end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from toolwire.tokenizer import Tokenizer
+
+__all__ = ["Delta", "Engine", "EngineError", "Generation"]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sequence to generate."""
+
+    #: The rendered prompt, as token ids.
+    prompt_ids: list[int]
+    #: The most output ids to produce.
+    max_tokens: int
+    #: Sampling temperature (None: the engine's default); 0 means greedy.
+    temperature: float | None = None
+    #: Nucleus sampling mass (None: the engine's default).
+    top_p: float | None = None
+    #: Seed for sampling (None: random).
+    seed: int | None = None
+    #: XGrammar structural tag constraining the output, or None.
+    structural_tag: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Output ids produced since the last delta; the last one says why it ended."""
+
+    ids: list[int] = field(default_factory=list)
+    #: None while generating; "stop" (end of sequence) or "length" on the last delta.
+    finish_reason: str | None = None
+
+
+class EngineError(Exception):
+    """The engine failed: unreachable, refused the request, or broke off mid-stream."""
+
+    def __init__(self, message: str, *, status: int = 502) -> None:
+        super().__init__(message)
+        #: The HTTP status the server answers with when nothing was streamed yet.
+        self.status = status
+
+
+class Engine(Protocol):
+    """An engine the server can run requests on."""
+
+    #: The model name clients send and `/v1/models` lists.
+    model: str
+    #: The served model's vocabulary (prompt rendering and parsing use it).
+    tokenizer: Tokenizer
+    #: The output format name (a key of `toolwire.formats`).
+    format: str
+    #: A chat template that overrides the tokenizer's own, or None.
+    template: str | None
+    #: The longest prompt the engine takes, in ids (None: no limit known).
+    max_prompt_tokens: int | None
+    #: True when the engine applies `structural_tag` constraints.
+    constrains: bool
+    #: What the operator should know at startup (ungated format, no grammar, ...).
+    warnings: list[str]
+
+    def stream(self, generation: Generation) -> AsyncIterator[Delta]:
+        """Generate; the iterator ends after the delta carrying `finish_reason`."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and threads."""
+        ...

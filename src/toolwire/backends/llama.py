@@ -1,0 +1,174 @@
+"""The embedded engine: llama.cpp (llama-cpp-python) running a GGUF model in-process.
+
+Data flow::
+
+    Generation --stream()--> worker thread: llama.generate(prompt ids)
+                               each sampled id: constraint.accept(id), then emitted
+                             --call_soon_threadsafe--> asyncio.Queue --> Delta(ids)
+
+Invariants:
+
+* Generation runs on one worker thread (a llama.cpp context serves one sequence at a
+  time), never on the event loop; requests queue for it in arrival order.
+* Closing the iterator sets a cancel flag the worker checks before every id, so a
+  client that disconnects frees the worker within one token.
+* With a structural tag, every sampled id was allowed by XGrammar's matcher (a logits
+  mask over the same vocabulary), so `tool_choice="required"` yields a real call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from toolwire.backends.base import Delta, EngineError, Generation
+from toolwire.backends.constraint import GrammarConstraint, SequenceConstraint
+from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
+from toolwire.errors import UsageError
+from toolwire.tokenizer import Tokenizer
+
+__all__ = ["LlamaEngine"]
+
+# Turn-ending tokens of common chat vocabularies: generation stops at any that exist.
+_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<|return|>")
+
+_Item = Delta | EngineError
+
+
+class LlamaEngine:
+    """A GGUF model on llama.cpp, with grammar constraints applied in-process."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        model: str | None = None,
+        format: str = "hermes",
+        template: str | None = None,
+        tokenizer: Tokenizer | None = None,
+        context: int = 4096,
+        threads: int | None = None,
+    ) -> None:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise UsageError(
+                "the embedded engine needs llama-cpp-python: pip install 'toolwire[llama]'"
+            ) from exc
+        path = Path(model_path)
+        if not path.is_file():
+            raise UsageError(f"{path}: no such model file")
+        metadata = read_metadata(path)
+        self.tokenizer = tokenizer or tokenizer_from_gguf(path, metadata)
+        self.model = model or path.stem
+        self.format = format
+        self.template = template
+        self.max_prompt_tokens: int | None = context - 1
+        self._context = context
+        self._llama = Llama(str(path), n_ctx=context, n_threads=threads, verbose=False)
+        self._stop_ids = frozenset(self._end_ids(metadata))
+        self._grammar = GrammarConstraint.load(self.tokenizer, self._stop_ids)
+        self.constrains = self._grammar is not None
+        self.warnings: list[str] = []
+        if self._grammar is None:
+            self.warnings.append(
+                "xgrammar is not installed: tool_choice 'required' and named tools are "
+                "not enforced on the embedded engine (pip install 'toolwire[grammar]')"
+            )
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
+
+    def _end_ids(self, metadata: dict[str, Any]) -> Iterable[int]:
+        yield from self.tokenizer.eos_ids
+        eos = metadata.get("tokenizer.ggml.eos_token_id")
+        if isinstance(eos, int):
+            yield eos
+        for text in _END_TOKENS:
+            if text in self.tokenizer.added_tokens:
+                yield self.tokenizer.added_tokens[text]
+
+    async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[_Item] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def emit(item: _Item) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        loop.run_in_executor(self._executor, self._run, generation, cancel, emit)
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, EngineError):
+                    raise item
+                yield item
+                if item.finish_reason is not None:
+                    return
+        finally:
+            cancel.set()
+
+    def _constraint(self, generation: Generation) -> SequenceConstraint | None:
+        if generation.structural_tag is None or self._grammar is None:
+            return None
+        try:
+            return self._grammar.start(generation.structural_tag)
+        except ValueError as exc:
+            raise EngineError(str(exc), status=500) from exc
+
+    def _run(
+        self, generation: Generation, cancel: threading.Event, emit: Callable[[_Item], None]
+    ) -> None:
+        """Worker thread: sample ids until a stop id, the budget, or cancellation."""
+        try:
+            budget = min(generation.max_tokens, self._context - len(generation.prompt_ids))
+            if cancel.is_set():
+                return
+            if budget <= 0:
+                emit(Delta([], "length"))
+                return
+            constraint = self._constraint(generation)
+            processors = None
+            if constraint is not None:
+                mask: Callable[[Any, npt.NDArray[np.float32]], npt.NDArray[np.float32]]
+                mask = lambda _ids, scores: constraint.mask(scores)  # noqa: E731
+                processors = [mask]
+            seed = generation.seed if generation.seed is not None else random.getrandbits(31)
+            self._llama.set_seed(seed)
+            temperature = 1.0 if generation.temperature is None else generation.temperature
+            top_p = 1.0 if generation.top_p is None else generation.top_p
+            tokens = self._llama.generate(
+                generation.prompt_ids,
+                temp=temperature,
+                top_p=top_p,
+                top_k=0,
+                min_p=0.0,
+                repeat_penalty=1.0,
+                logits_processor=processors,  # type: ignore[arg-type]
+            )
+            for produced, token in enumerate(tokens, start=1):
+                if cancel.is_set():
+                    return
+                if token in self._stop_ids:
+                    emit(Delta([token], "stop"))
+                    return
+                if constraint is not None and not constraint.accept(token):
+                    emit(EngineError(f"the grammar rejected sampled token {token}", status=500))
+                    return
+                if produced >= budget:
+                    emit(Delta([token], "length"))
+                    return
+                emit(Delta([token]))
+        except EngineError as exc:
+            emit(exc)
+        except Exception as exc:  # llama.cpp failures surface as assorted types
+            emit(EngineError(f"llama.cpp failed: {exc}", status=500))
+
+    async def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

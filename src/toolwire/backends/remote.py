@@ -1,0 +1,68 @@
+"""What the HTTP engines share: a client, SSE framing, and error mapping.
+
+Data flow::
+
+    POST body --httpx stream--> `data: {...}` lines --json--> payload dicts
+    HTTP error status / broken connection / `{"error": ...}` payload --> EngineError
+
+Closing the iterator closes the HTTP response, which vLLM and SGLang both take as the
+client going away: they abort the sequence.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+from toolwire.backends.base import EngineError
+
+__all__ = ["RemoteClient"]
+
+
+class RemoteClient:
+    """One connection pool to an upstream engine."""
+
+    def __init__(self, upstream: str, *, timeout: float = 60.0) -> None:
+        self.upstream = upstream.rstrip("/")
+        self._client = httpx.AsyncClient(
+            base_url=self.upstream,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
+
+    async def events(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """POST `body` and yield each SSE `data:` payload until `[DONE]` or the end."""
+        try:
+            async with self._client.stream("POST", path, json=body) as response:
+                if response.status_code != 200:
+                    detail = (await response.aread()).decode("utf-8", "replace")[:500]
+                    raise EngineError(
+                        f"{self.upstream}{path} answered {response.status_code}: {detail}",
+                        status=502 if response.status_code >= 500 else 400,
+                    )
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        return
+                    try:
+                        payload = json.loads(data)
+                    except ValueError as exc:
+                        raise EngineError(
+                            f"{self.upstream}{path}: bad event {data[:200]!r}"
+                        ) from exc
+                    if isinstance(payload, dict) and payload.get("error"):
+                        raise EngineError(f"{self.upstream}{path}: {payload['error']}")
+                    if isinstance(payload, dict):
+                        yield payload
+        except httpx.TimeoutException as exc:
+            raise EngineError(f"{self.upstream}{path}: timed out ({exc})", status=504) from exc
+        except httpx.HTTPError as exc:
+            raise EngineError(f"{self.upstream}{path}: {type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,91 @@
+"""SGLang over HTTP: `/generate` with `input_ids`, streaming `output_ids` back.
+
+Request body (fields of SGLang's `GenerateReqInput`)::
+
+    {"input_ids": [ids], "stream": true,
+     "sampling_params": {"max_new_tokens": n, "skip_special_tokens": false,
+                         "structural_tag": "<tag as JSON>",
+                         "temperature", "top_p", "sampling_seed"}}
+
+SGLang streams `output_ids` cumulatively by default and as deltas with
+`--incremental-streaming-output`; `meta_info.completion_tokens` (always cumulative) tells
+which, so both work. `meta_info.finish_reason` is null until the last event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from toolwire.backends.base import Delta, EngineError, Generation
+from toolwire.backends.remote import RemoteClient
+from toolwire.tokenizer import Tokenizer
+
+__all__ = ["SglangEngine", "generate_body"]
+
+
+def generate_body(generation: Generation) -> dict[str, Any]:
+    """The `/generate` body for one generation."""
+    sampling: dict[str, Any] = {
+        "max_new_tokens": generation.max_tokens,
+        "skip_special_tokens": False,
+    }
+    if generation.temperature is not None:
+        sampling["temperature"] = generation.temperature
+    if generation.top_p is not None:
+        sampling["top_p"] = generation.top_p
+    if generation.seed is not None:
+        sampling["sampling_seed"] = generation.seed
+    if generation.structural_tag is not None:
+        sampling["structural_tag"] = json.dumps(generation.structural_tag)
+    return {"input_ids": list(generation.prompt_ids), "sampling_params": sampling, "stream": True}
+
+
+class SglangEngine:
+    """An SGLang server's native generate endpoint."""
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        model: str,
+        tokenizer: Tokenizer,
+        format: str,
+        template: str | None = None,
+        timeout: float = 60.0,
+        max_prompt_tokens: int | None = None,
+    ) -> None:
+        self._client = RemoteClient(upstream, timeout=timeout)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.format = format
+        self.template = template
+        self.max_prompt_tokens = max_prompt_tokens
+        self.constrains = True
+        self.warnings: list[str] = []
+
+    async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
+        seen = 0
+        async for payload in self._client.events("/generate", generate_body(generation)):
+            ids = payload.get("output_ids")
+            meta = payload.get("meta_info") or {}
+            if not isinstance(ids, list):
+                raise EngineError("SGLang returned an event without output_ids")
+            total = meta.get("completion_tokens")
+            new = ids[seen:] if total == len(ids) and len(ids) >= seen else ids
+            seen += len(new)
+            finish = meta.get("finish_reason")
+            reason = None
+            if isinstance(finish, dict):
+                kind = finish.get("type")
+                if kind == "abort":
+                    raise EngineError(f"SGLang aborted the request: {finish.get('message')}")
+                reason = "length" if kind == "length" else "stop"
+            yield Delta(list(new), reason)
+            if reason is not None:
+                return
+        raise EngineError("SGLang ended the stream without a finish_reason")
+
+    async def close(self) -> None:
+        await self._client.close()

@@ -1,0 +1,120 @@
+"""The one place events become OpenAI Chat Completions objects.
+
+Data flow::
+
+    parser events (one choice) --ChunkWriter.chunks()--> `chat.completion.chunk` dicts
+    all events of a choice     --completion()---------> one `chat.completion` dict
+
+Mapping, per event: `Content` -> `delta.content`; `Reasoning` -> `delta.reasoning_content`;
+`ToolCallBegin` -> a `tool_calls` delta with `index`, `id`, `type` and the name (arguments
+""); `ToolCallArguments` -> a `tool_calls` delta with `index` and an argument fragment;
+`ToolCallEnd` -> nothing (OpenAI has no such delta). The first chunk carries the role;
+the last carries `finish_reason`; with `include_usage`, a final chunk with no choices
+carries `usage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from toolwire.events import (
+    Content,
+    Event,
+    Reasoning,
+    ToolCallArguments,
+    ToolCallBegin,
+    merge,
+)
+from toolwire.message import Message
+
+__all__ = ["ChunkWriter", "completion", "finish_reason", "usage"]
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> str:
+    """OpenAI's finish_reason: 'length' when cut, 'tool_calls' when calls were made."""
+    if engine_reason == "length" and not stopped:
+        return "length"
+    return "tool_calls" if calls else "stop"
+
+
+def _delta(event: Event) -> dict[str, Any] | None:
+    if isinstance(event, Content):
+        return {"content": event.text}
+    if isinstance(event, Reasoning):
+        return {"reasoning_content": event.text}
+    if isinstance(event, ToolCallBegin):
+        call = {
+            "index": event.index,
+            "id": event.id,
+            "type": "function",
+            "function": {"name": event.name, "arguments": ""},
+        }
+        return {"tool_calls": [call]}
+    if isinstance(event, ToolCallArguments):
+        return {"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]}
+    return None  # ToolCallEnd
+
+
+class ChunkWriter:
+    """Builds the chunks of one streamed completion (one choice, index 0)."""
+
+    def __init__(self, completion_id: str, model: str, created: int) -> None:
+        self._base = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+        }
+
+    def _chunk(self, delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+        return {**self._base, "choices": [choice]}
+
+    def role(self) -> dict[str, Any]:
+        """The first chunk: the assistant role, empty content."""
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def chunks(self, events: Iterable[Event]) -> list[dict[str, Any]]:
+        """One chunk per merged event (adjacent events of one kind are joined)."""
+        out = []
+        for event in merge(list(events)):
+            delta = _delta(event)
+            if delta is not None:
+                out.append(self._chunk(delta))
+        return out
+
+    def finish(self, reason: str) -> dict[str, Any]:
+        return self._chunk({}, reason)
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+        return {**self._base, "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+
+
+def completion(
+    completion_id: str,
+    model: str,
+    created: int,
+    events: Iterable[Event],
+    reason: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+) -> dict[str, Any]:
+    """The non-streaming response: the events assembled into one message."""
+    message = Message.from_events(events).to_openai()
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reason}],
+        "usage": usage(prompt_tokens, completion_tokens),
+    }

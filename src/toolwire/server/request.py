@@ -1,0 +1,226 @@
+"""Validation of a Chat Completions request body into a `ChatRequest`.
+
+Every rejection is an `ApiError(400)` that names the offending field in `param`, as
+OpenAI does (`messages[2].role`, `tool_choice`, `max_tokens`). Unknown fields are
+ignored; fields whose meaning the server cannot honour (`n` > 1, `logprobs`) are
+rejected rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolwire.errors import UsageError
+from toolwire.server.errors import ApiError
+from toolwire.tools import tool_function
+
+__all__ = ["ChatRequest", "parse_request"]
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
+_MAX_STOPS = 4
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A validated request; fields keep OpenAI's names and shapes."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = "auto"
+    parallel_tool_calls: bool = True
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stream: bool = False
+    include_usage: bool = False
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def _bad(param: str, message: str) -> ApiError:
+    return ApiError(400, message, param=param)
+
+
+def _number(body: Mapping[str, Any], name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad(name, f"'{name}' must be a number")
+    if not low <= value <= high:
+        raise _bad(name, f"'{name}' must be between {low:g} and {high:g}, got {value}")
+    return float(value)
+
+
+def _integer(body: Mapping[str, Any], name: str, low: int) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(name, f"'{name}' must be an integer")
+    if value < low:
+        raise _bad(name, f"'{name}' must be at least {low}, got {value}")
+    return value
+
+
+def _boolean(body: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _bad(name, f"'{name}' must be a boolean")
+    return value
+
+
+def _content_ok(content: Any) -> bool:
+    if content is None or isinstance(content, str):
+        return True
+    if not isinstance(content, list):
+        return False
+    return all(
+        isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        for p in content
+    )
+
+
+def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _bad("messages", "'messages' must be a non-empty list of message objects")
+    out = []
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, Mapping):
+            raise _bad(where, f"'{where}' must be an object")
+        role = message.get("role")
+        if role not in _ROLES:
+            raise _bad(f"{where}.role", f"'{where}.role' must be one of {sorted(_ROLES)}")
+        if not _content_ok(message.get("content")):
+            raise _bad(
+                f"{where}.content",
+                f"'{where}.content' must be a string or a list of text parts",
+            )
+        calls = message.get("tool_calls")
+        if calls is not None and (role != "assistant" or not isinstance(calls, list)):
+            raise _bad(f"{where}.tool_calls", "'tool_calls' must be a list on assistant messages")
+        entry = dict(message)
+        if entry.get("content") is None:
+            # OpenAI clients send null content beside tool_calls; templates expect a string
+            entry["content"] = ""
+        out.append(entry)
+    return out
+
+
+def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    tools = body.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise _bad("tools", "'tools' must be a list of tool objects")
+    for i, tool in enumerate(tools):
+        try:
+            tool_function(tool)
+        except UsageError as exc:
+            raise _bad(f"tools[{i}]", str(exc)) from exc
+    return [dict(t) for t in tools] or None
+
+
+def _tool_choice(body: Mapping[str, Any], tools: list[dict[str, Any]] | None) -> Any:
+    choice = body.get("tool_choice")
+    if choice is None:
+        return "auto"
+    names = {str(tool_function(t)["name"]) for t in tools or []}
+    if choice in ("auto", "none", "required"):
+        if choice == "required" and not names:
+            raise _bad("tool_choice", "tool_choice 'required' needs a non-empty 'tools' list")
+        return choice
+    function = choice.get("function") if isinstance(choice, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(name, str) or choice.get("type", "function") != "function":
+        raise _bad(
+            "tool_choice",
+            "'tool_choice' must be 'auto', 'none', 'required' or "
+            '{"type": "function", "function": {"name": ...}}',
+        )
+    if name not in names:
+        raise _bad("tool_choice", f"tool_choice names {name!r}, which is not in 'tools'")
+    return {"type": "function", "function": {"name": name}}
+
+
+def _stop(body: Mapping[str, Any]) -> list[str]:
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise _bad("stop", "'stop' must be a non-empty string or a list of them")
+    if len(stops) > _MAX_STOPS:
+        raise _bad("stop", f"'stop' takes at most {_MAX_STOPS} strings")
+    return list(stops)
+
+
+def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        if effort not in _EFFORTS:
+            raise _bad("reasoning_effort", f"'reasoning_effort' must be one of {sorted(_EFFORTS)}")
+        out["reasoning_effort"] = effort
+        out["enable_thinking"] = effort != "none"
+    extra = body.get("chat_template_kwargs")
+    if extra is not None:
+        if not isinstance(extra, Mapping):
+            raise _bad("chat_template_kwargs", "'chat_template_kwargs' must be an object")
+        out.update(extra)
+    return out
+
+
+def parse_request(body: Any) -> ChatRequest:
+    """Validate a decoded JSON body; raises `ApiError(400)` naming the field."""
+    if not isinstance(body, Mapping):
+        raise _bad("body", "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _bad("model", "'model' is required")
+    messages = _messages(body)
+    tools = _tools(body)
+    n = _integer(body, "n", 1)
+    if n not in (None, 1):
+        raise _bad("n", "only n=1 is supported")
+    if body.get("logprobs"):
+        raise _bad("logprobs", "logprobs are not supported")
+    max_tokens = _integer(body, "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = _integer(body, "max_tokens", 1)
+    stream = _boolean(body, "stream", False)
+    options = body.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not isinstance(options, Mapping):
+            raise _bad("stream_options", "'stream_options' must be an object")
+        if not stream:
+            raise _bad("stream_options", "'stream_options' is only allowed with stream=true")
+        include_usage = _boolean(options, "include_usage", False)
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise _bad("seed", "'seed' must be an integer")
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        tools=tools,
+        tool_choice=_tool_choice(body, tools),
+        parallel_tool_calls=_boolean(body, "parallel_tool_calls", True),
+        max_tokens=max_tokens,
+        temperature=_number(body, "temperature", 0.0, 2.0),
+        top_p=_number(body, "top_p", 0.0, 1.0),
+        seed=seed,
+        stop=_stop(body),
+        stream=stream,
+        include_usage=include_usage,
+        template_kwargs=_template_kwargs(body),
+    )
