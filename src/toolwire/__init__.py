@@ -13,6 +13,7 @@ from toolwire.errors import MalformedOutput, PromptError, ToolwireError, UsageEr
 from toolwire.events import Content, Event, Reasoning, ToolCallArguments, ToolCallBegin, ToolCallEnd
 from toolwire.message import Message, ToolCall
 from toolwire.parser import Parser, parse
+from toolwire.prompt import Prompt, render_prompt
 from toolwire.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "MalformedOutput",
     "Message",
     "Parser",
+    "Prompt",
     "PromptError",
     "Reasoning",
     "Tokenizer",
@@ -34,6 +36,7 @@ __all__ = [
     "formats",
     "load_tokenizer",
     "parse",
+    "render_prompt",
 ]
 
 __version__ = "0.1.0"

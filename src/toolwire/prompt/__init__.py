@@ -1,0 +1,130 @@
+"""The input side: chat messages -> prompt ids, with delimiter isolation.
+
+Data flow::
+
+    messages, tools --messages.prepare()--> the data a template reads
+                    --template.render()---> prompt text (Hugging Face semantics)
+                    --isolate.isolate()---> prompt ids; added-token text from the
+                                            request spelled from ordinary sub-words
+                    --reasoning-----------> does the prompt end inside reasoning?
+
+`render_prompt` is the one entry point; `Prompt` is its result. With `isolate=False`
+the ids are the tokenizer's plain encoding of the text, as `transformers`'
+`apply_chat_template(..., tokenize=True)` gives them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolwire.errors import PromptError
+from toolwire.formats import get as get_format
+from toolwire.prompt.isolate import Source
+from toolwire.prompt.isolate import isolate as isolate_ids
+from toolwire.prompt.messages import plain, prepare, where
+from toolwire.prompt.reasoning import ends_in_reasoning
+from toolwire.prompt.template import iterates_content, render
+from toolwire.tokenizer import Tokenizer
+
+__all__ = ["Prompt", "render_prompt"]
+
+#: The tokenizer's named special tokens, offered to templates as transformers does.
+_SPECIAL_TOKENS = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+)
+
+#: Reasoning delimiters assumed when no format is named.
+_DEFAULT_REASONING = ("<think>", "</think>")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered chat request."""
+
+    #: The prompt token ids for the engine (no BOS added beyond what the template wrote).
+    ids: list[int]
+    #: The rendered prompt text (the ids decode to it).
+    text: str
+    #: True when the prompt ends inside a reasoning block it opened: pass it to
+    #: `Parser(..., in_reasoning=...)`.
+    in_reasoning: bool
+
+
+def render_prompt(
+    messages: Sequence[Mapping[str, Any]],
+    tokenizer: Tokenizer,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    format: str | None = None,
+    template: str | os.PathLike[str] | None = None,
+    add_generation_prompt: bool = True,
+    isolate: bool = True,
+    template_kwargs: Mapping[str, Any] | None = None,
+    max_prompt_tokens: int | None = None,
+) -> Prompt:
+    """Render `messages` (OpenAI shapes) with the model's chat template into prompt ids.
+
+    `template`: the template text, or a path to a `.jinja` file; by default the
+    tokenizer's own. `format`: the output format's name, whose reasoning delimiters
+    decide `in_reasoning` (`<think>`/`</think>` when None). `template_kwargs`: extra
+    template variables such as `enable_thinking`; they are trusted like the template
+    itself (not isolated). `max_prompt_tokens`: a longer prompt raises `PromptError`.
+    """
+    source = _template_source(tokenizer, template)
+    delimiters = get_format(format).reasoning if format is not None else _DEFAULT_REASONING
+    prepared = prepare(messages, list_content=iterates_content(source))
+    tool_data = None if tools is None else plain(list(tools), "tools")
+    variables = {
+        **{k: v for k in _SPECIAL_TOKENS if (v := tokenizer.token_string(k)) is not None},
+        **(plain(dict(template_kwargs), "template_kwargs") if template_kwargs else {}),
+    }
+
+    def render_with(data: list[Any]) -> str:
+        *chat, marked_tools = data
+        return render(
+            source,
+            chat,
+            tools=marked_tools,
+            add_generation_prompt=add_generation_prompt,
+            variables=variables,
+        )
+
+    sources: list[Source] = [(where(i, m), m) for i, m in enumerate(prepared)]
+    sources.append(("tools", tool_data))
+    text = render_with([data for _, data in sources])
+    if isolate:
+        ids, content = isolate_ids(tokenizer, text, sources, render_with)
+    else:
+        ids, content = list(tokenizer.backend.encode(text, add_special_tokens=False).ids), []
+    if max_prompt_tokens is not None and len(ids) > max_prompt_tokens:
+        raise PromptError(
+            f"the prompt is {len(ids)} tokens, more than max_prompt_tokens={max_prompt_tokens}; "
+            f"shorten the conversation by at least {len(ids) - max_prompt_tokens} tokens"
+        )
+    return Prompt(ids=ids, text=text, in_reasoning=ends_in_reasoning(text, delimiters, content))
+
+
+def _template_source(tokenizer: Tokenizer, template: str | os.PathLike[str] | None) -> str:
+    if isinstance(template, os.PathLike):
+        try:
+            return Path(template).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PromptError(f"cannot read the chat template {template}: {exc}") from exc
+    if template is not None:
+        return template
+    if tokenizer.chat_template is None:
+        raise PromptError(
+            f"the tokenizer {tokenizer.name or '(unnamed)'} has no chat template; pass "
+            "template= (the template text or a .jinja path)"
+        )
+    return tokenizer.chat_template

@@ -1,0 +1,192 @@
+"""Chat templates: a sandboxed Jinja environment with Hugging Face's semantics.
+
+Data flow::
+
+    template source --compile()--> jinja2.Template (cached per source)
+    Template + messages, tools, add_generation_prompt, variables --render()--> text
+
+What a template sees matches `transformers.apply_chat_template`: `trim_blocks` and
+`lstrip_blocks` on, the `loopcontrols` extension, a `{% generation %}` block that just
+renders its body, a `tojson` filter that is `json.dumps` (no HTML escaping,
+`ensure_ascii=False` by default), `raise_exception(message)`, `strftime_now(format)`,
+and `namespace`/`dict` limited as transformers limits them.
+
+One difference, on purpose: the sandbox lets a template mutate lists and dicts
+(`ns.ids.append(x)`, `queue.pop(0)`). Kimi K2's templates do so, and transformers'
+immutable sandbox refuses to render them. Attribute access is still sandboxed (no
+dunders, no unsafe callables), and the template only ever sees a private copy of the
+request, so a mutation cannot reach the caller's objects.
+
+A template that fails (`raise_exception`, a syntax error, a sandbox violation) raises
+`PromptError` with the template's own message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+import jinja2.ext
+import jinja2.nodes
+import jinja2.parser
+import jinja2.utils
+from jinja2.sandbox import SandboxedEnvironment
+
+from toolwire.errors import PromptError
+
+__all__ = ["compile_template", "iterates_content", "render"]
+
+
+def _raise_exception(message: str) -> None:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+class _TemplateDict:
+    """`dict(...)` for templates, without exposing the `dict` type itself."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict.fromkeys(*args, **kwargs)
+
+
+class _Namespace(jinja2.utils.Namespace):
+    """Jinja's namespace, refusing underscore-prefixed attribute names."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:  # Jinja's signature: `self` may be a key
+        self, rest = args[0], args[1:]
+        attrs = dict(*rest, **kwargs)
+        for name in attrs:
+            _Namespace._check(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _Namespace._check(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check(name: Any) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(
+                f"chat templates cannot store underscore-prefixed attributes ({name!r})"
+            )
+
+
+class _Generation(jinja2.ext.Extension):
+    """`{% generation %}...{% endgeneration %}` (assistant masks): renders its body."""
+
+    tags = {"generation"}  # noqa: RUF012 (Jinja reads a class attribute)
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        call = self.call_method("_body")
+        return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _body(self, caller: Any) -> str:
+        return str(caller())
+
+
+def _environment() -> SandboxedEnvironment:
+    env = SandboxedEnvironment(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[_Generation, jinja2.ext.loopcontrols],
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    env.globals["dict"] = _TemplateDict()
+    env.globals["namespace"] = _Namespace
+    return env
+
+
+_ENV = _environment()
+
+
+@lru_cache(maxsize=32)
+def compile_template(source: str) -> jinja2.Template:
+    """Compile a chat template once per source text; `PromptError` on a syntax error."""
+    try:
+        return _ENV.from_string(source)
+    except jinja2.exceptions.TemplateSyntaxError as exc:
+        raise PromptError(f"the chat template does not compile: {exc} (line {exc.lineno})") from exc
+
+
+@lru_cache(maxsize=32)
+def iterates_content(source: str) -> bool:
+    """True when the template loops over a message's content (it takes text-part lists).
+
+    Templates that do not (most) get list content flattened to one string, as vLLM
+    does. Detected from the template's syntax tree: a `for` loop over an expression
+    that reads `content` (`message['content']`, `message.content`, or a variable set
+    from one, such as Kimi's `{% set c = msg.get('content') %}`).
+    """
+    compile_template(source)  # a syntax error is a PromptError
+    tree = _ENV.parse(source)
+    content_names: set[str] = set()
+    for node in tree.find_all(jinja2.nodes.Assign):
+        if isinstance(node.target, jinja2.nodes.Name) and _reads_content(node.node):
+            content_names.add(node.target.name)
+    for loop in tree.find_all(jinja2.nodes.For):
+        if _reads_content(loop.iter):
+            return True
+        names = {n.name for n in loop.iter.find_all(jinja2.nodes.Name)}
+        if isinstance(loop.iter, jinja2.nodes.Name):
+            names.add(loop.iter.name)
+        if names & content_names:
+            return True
+    return False
+
+
+def _reads_content(node: jinja2.nodes.Node) -> bool:
+    for sub in (node, *node.find_all((jinja2.nodes.Getattr, jinja2.nodes.Const))):
+        if isinstance(sub, jinja2.nodes.Getattr) and sub.attr == "content":
+            return True
+        if isinstance(sub, jinja2.nodes.Const) and sub.value == "content":
+            return True
+    return False
+
+
+def render(
+    source: str,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[Any] | None,
+    add_generation_prompt: bool,
+    variables: Mapping[str, Any],
+) -> str:
+    """Render one conversation; template failures become `PromptError`."""
+    template = compile_template(source)
+    context = {
+        **variables,
+        "messages": messages,
+        "tools": tools,
+        "documents": None,
+        "add_generation_prompt": add_generation_prompt,
+    }
+    try:
+        return template.render(**context)
+    except jinja2.exceptions.TemplateError as exc:
+        raise PromptError(f"the chat template refused this request: {exc}") from exc
