@@ -114,6 +114,11 @@ class LlamaEngine:
         finally:
             cancel.set()
 
+    def warm_up(self, generation: Generation) -> None:
+        """Compile one structural tag now (XGrammar's first compile is slow)."""
+        if generation.structural_tag is not None and self._grammar is not None:
+            self._grammar.start(generation.structural_tag)
+
     def _constraint(self, generation: Generation) -> SequenceConstraint | None:
         if generation.structural_tag is None or self._grammar is None:
             return None

@@ -41,7 +41,7 @@ from toolwire.server.request import ChatRequest
 from toolwire.server.stops import StopMatcher
 from toolwire.server.watch import EchoWatch
 
-__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "plan"]
+__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "plan", "warm_up"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,21 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
         structural_tag=tag,
     )
     return Plan(request, generation, in_reasoning, fallback, reasons)
+
+
+def warm_up(engine: Engine) -> None:
+    """Plan one tool request, so the first client does not pay for grammar setup."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    request = ChatRequest(
+        model=engine.model,
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[tool],
+        tool_choice="required",
+    )
+    planned = plan(engine, request, Limits())
+    warm = getattr(engine, "warm_up", None)
+    if callable(warm):
+        warm(planned.generation)
 
 
 def _call_ids() -> Callable[[int], str]:

@@ -9,7 +9,7 @@ import uvicorn
 from toolwire.server.app import create_app, startup_warnings
 from toolwire.server.config import ServerConfig
 from toolwire.server.engines import build_engine
-from toolwire.server.pipeline import Limits
+from toolwire.server.pipeline import Limits, warm_up
 
 __all__ = ["serve"]
 
@@ -32,6 +32,7 @@ def serve(config: ServerConfig) -> None:
     )
     for warning in startup_warnings(engine):
         log.warning(warning)
+    warm_up(engine)
     limits = Limits(
         default_max_tokens=config.max_tokens,
         timeout=config.timeout or None,

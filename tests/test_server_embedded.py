@@ -1,0 +1,198 @@
+"""`toolwire serve` on the embedded engine (llama.cpp + SmolLM2-135M-Instruct), for real.
+
+The server runs as a subprocess, started exactly as a user starts it, on a free port;
+the official `openai` client talks to it. Greedy decoding (temperature 0) keeps the
+runs reproducible; max_tokens stays small so the module runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+from toolwire.backends.bundled import bundled_model, tool_template
+from toolwire.backends.gguf import tokenizer_from_gguf
+from toolwire.prompt import render_prompt
+
+MODEL = "SmolLM2-135M-Instruct"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Current time in a time zone",
+            "parameters": {
+                "type": "object",
+                "properties": {"timezone": {"type": "string"}},
+                "required": ["timezone"],
+            },
+        },
+    },
+]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+class Served:
+    def __init__(self, url: str, log: Path) -> None:
+        self.url = url
+        self.log = log
+        self.client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "TOOLWIRE_PORT": str(port), "TOOLWIRE_THREADS": "2"}
+    command = [sys.executable, "-m", "toolwire.cli", "serve", "--max-tokens", "48"]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"toolwire serve exited:\n{log.read_text()}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"toolwire serve did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield Served(url, log)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _call(served: Served, **request: Any) -> Any:
+    return served.client.chat.completions.create(
+        model=MODEL, messages=ASK, temperature=0, **request
+    )
+
+
+def test_startup_warns_that_delimiters_are_matched_as_text(served: Served) -> None:
+    assert re.search(r"WARNING .*'hermes'.*matched as text", served.log.read_text())
+    health = httpx.get(served.url + "/health").json()
+    assert health["gated"] is False and health["format"] == "hermes"
+    assert health["constrained"] is True
+
+
+def test_plain_chat_whole_and_streamed_agree(served: Served) -> None:
+    whole = _call(served, max_tokens=16, seed=1)
+    text = whole.choices[0].message.content
+    assert text and whole.choices[0].finish_reason in ("stop", "length")
+    assert not whole.choices[0].message.tool_calls
+    pieces = []
+    finish = None
+    usage = None
+    stream = _call(
+        served, max_tokens=16, seed=1, stream=True, stream_options={"include_usage": True}
+    )
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            pieces.append(choice.delta.content or "")
+            finish = choice.finish_reason or finish
+    assert "".join(pieces) == text  # greedy: the stream spells the same answer
+    assert finish == whole.choices[0].finish_reason
+    assert usage is not None and usage.model_dump() == whole.usage.model_dump()
+
+
+def test_usage_counts_prompt_and_output_ids(served: Served) -> None:
+    r = _call(served, max_tokens=8)
+    path = bundled_model()
+    assert path is not None
+    prompt = render_prompt(
+        ASK, tokenizer_from_gguf(path), format="hermes", template=tool_template()
+    )
+    assert r.usage.prompt_tokens == len(prompt.ids)
+    assert r.usage.completion_tokens == 8 and r.choices[0].finish_reason == "length"
+    assert r.usage.total_tokens == len(prompt.ids) + 8
+
+
+def _valid_call(call: Any, name: str | None = None) -> None:
+    assert call.function.name in SCHEMAS
+    if name is not None:
+        assert call.function.name == name
+    assert re.fullmatch(r"call_[0-9a-f]{24}", call.id)
+    jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+
+
+def test_required_yields_a_real_call(served: Served) -> None:
+    r = _call(served, tools=TOOLS, tool_choice="required", parallel_tool_calls=False, max_tokens=48)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    assert len(choice.message.tool_calls) == 1
+    _valid_call(choice.message.tool_calls[0])
+
+
+def test_named_tool_streamed(served: Served) -> None:
+    named = {"type": "function", "function": {"name": "get_time"}}
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
+    stream = _call(served, tools=TOOLS, tool_choice=named, max_tokens=48, stream=True)
+    for chunk in stream:
+        for choice in chunk.choices:
+            for d in choice.delta.tool_calls or []:
+                entry = calls.setdefault(d.index, {"id": "", "name": "", "arguments": ""})
+                entry["id"] = d.id or entry["id"]
+                if d.function is not None:
+                    entry["name"] = d.function.name or entry["name"]
+                    entry["arguments"] += d.function.arguments or ""
+            finish = choice.finish_reason or finish
+    assert finish == "tool_calls"
+    assert [c["name"] for c in calls.values()] == ["get_time"]
+    call = calls[0]
+    assert re.fullmatch(r"call_[0-9a-f]{24}", call["id"])
+    jsonschema.validate(json.loads(call["arguments"]), SCHEMAS["get_time"])
+
+
+def test_tool_choice_none_returns_text(served: Served) -> None:
+    r = _call(served, tools=TOOLS, tool_choice="none", max_tokens=16)
+    assert not r.choices[0].message.tool_calls
+    assert r.choices[0].message.content
+    assert "<tool_call>" not in r.choices[0].message.content
+
+
+def test_errors_in_openai_shape(served: Served) -> None:
+    with pytest.raises(openai.NotFoundError):
+        served.client.chat.completions.create(model="gpt-nope", messages=ASK)
+    with pytest.raises(openai.BadRequestError) as caught:
+        _call(served, max_tokens=-1)
+    assert caught.value.body["param"] == "max_tokens"  # type: ignore[index]
+    metrics = httpx.get(served.url + "/metrics").text
+    assert re.search(
+        r'toolwire_requests_total\{route="/v1/chat/completions",status="404"\} 1', metrics
+    )
