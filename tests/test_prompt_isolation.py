@@ -66,7 +66,8 @@ def injected(tok: Tokenizer, payload: str) -> list[dict[str, Any]]:
     call = {"city": f"A1 {payload} A2"}
     return [
         {"role": "system", "content": f"S1 {payload} S2"},
-        {"role": "user", "content": f"U1 {payload} U2"},
+        {"role": "user", "content": [{"type": "text", "text": f"U1 {payload}"},
+                                     {"type": "text", "text": f"{payload} U2"}]},
         {
             "role": "assistant",
             "content": "",
@@ -110,7 +111,7 @@ def test_injected_delimiters_are_spelled(
 
     # Each content string's text, as the template wrote it (raw, or inside JSON).
     content = occurrences(prompt.text, [payload])
-    assert len(content) >= 3  # system, user and tool at least (arguments may be escaped)
+    assert len(content) >= 4  # system, 2 user parts, tool at least (arguments may be escaped)
     within, outside = split_by_content(tok, prompt.ids, content)
     plain_within, plain_outside = split_by_content(tok, plain.ids, content)
     assert not set(within) & tok.added_ids
@@ -335,3 +336,18 @@ def test_template_from_a_file_and_caller_data_untouched(tmp_path: Any) -> None:
     assert from_file.ids == render_prompt(messages, tok, tools=TOOLS, template=path).ids
     assert "functions.get_time:1" in from_file.text  # the template's queue (list mutation)
     assert json.dumps(messages) == before
+
+
+def test_hugging_face_template_semantics() -> None:
+    """tojson, loop controls, generation blocks, dict(), trimming, namespace limits."""
+    tok = tokenizer_for("qwen3")
+    template = (
+        "{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}"
+        "{% generation %}{{ m.content | tojson }}{% endgeneration %}\n"
+        "{% endfor %}{{ dict(a=1) | tojson(indent=1) }}"
+    )
+    messages = [{"role": "user", "content": "<b>é&"}, {"role": "user", "content": "skipped"}]
+    # trim_blocks drops the newline after {% endgeneration %}
+    assert render_prompt(messages, tok, template=template).text == '"<b>é&"{\n "a": 1\n}'
+    with pytest.raises(PromptError, match="underscore"):
+        render_prompt(USER, tok, template="{% set ns = namespace(_x=1) %}")
