@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from toolwire.check.command import add_check_parser
 from toolwire.errors import ToolwireError
 from toolwire.events import Event
 from toolwire.message import Message
@@ -94,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="fail on malformed calls")
     p.add_argument("--stream-arguments", action="store_true")
     p.set_defaults(func=_cmd_parse)
+
+    add_check_parser(sub)
 
     s = sub.add_parser("serve", help="run the OpenAI-compatible server (needs the server extra)")
     s.set_defaults(func=_cmd_serve)

@@ -1,0 +1,89 @@
+"""The `toolwire check` subcommand: options in, report out, exit code from toolwire.
+
+Exit status: 0 when toolwire passes every case it ran, 1 when it fails any (peers'
+failures are findings, not errors), 2 on usage errors (from the main CLI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from toolwire.check.cases import GROUPS
+from toolwire.check.report import markdown, write_report
+from toolwire.check.run import IMPLS, CheckOptions, run_check
+from toolwire.errors import UsageError
+
+__all__ = ["add_check_parser", "default_data"]
+
+
+def default_data() -> Path:
+    """$TOOLWIRE_TEST_DATA, else ../shared next to the working directory."""
+    return Path(os.environ.get("TOOLWIRE_TEST_DATA") or Path.cwd().parent / "shared")
+
+
+def _groups(value: str) -> list[str]:
+    groups = [g.strip() for g in value.split(",") if g.strip()]
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown case groups {unknown}; known: {GROUPS}")
+    return groups
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this run."""
+    words = ["toolwire", "check"]
+    for impl in args.impl or ["toolwire"]:
+        words += ["--impl", impl]
+    if args.format:
+        words += ["--format", *args.format]
+    words += ["--cases", ",".join(args.cases), "--limit", str(args.limit)]
+    if args.seed:
+        words += ["--seed", str(args.seed)]
+    if args.report:
+        words += ["--report", args.report]
+    return shlex.join(words)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    data = Path(args.data) if args.data else default_data()
+    if not (data / "tokenizers").is_dir():
+        raise UsageError(
+            f"{data}: no tokenizers/ folder; pass --data DIR or set TOOLWIRE_TEST_DATA"
+        )
+    options = CheckOptions(
+        data=data,
+        impls=args.impl or ["toolwire"],
+        formats=args.format or [],
+        groups=args.cases,
+        bfcl=Path(args.bfcl) if args.bfcl else None,
+        limit=args.limit,
+        seed=args.seed,
+    )
+    results = run_check(options, progress=lambda line: print(line, file=sys.stderr))
+    command = _command(args)
+    if args.report:
+        for path in write_report(results, Path(args.report), command):
+            print(f"wrote {path}", file=sys.stderr)
+    print(markdown(results, command))
+    return 1 if results.failures("toolwire") else 0
+
+
+def add_check_parser(sub: Any) -> None:
+    """Register `check` on the main CLI's subparsers."""
+    p = sub.add_parser("check", help="conformance run: toolwire and the peers on real cases")
+    p.add_argument("--impl", action="append", choices=IMPLS, help="implementation (repeatable)")
+    p.add_argument("--format", nargs="+", action="extend", help="formats (default: all)")
+    p.add_argument(
+        "--cases", type=_groups, default=list(GROUPS), help="comma list: " + ",".join(GROUPS)
+    )
+    p.add_argument("--report", help="folder for conformance.md/.json/.png")
+    p.add_argument("--data", help="shared data folder (tokenizers/, corpora/)")
+    p.add_argument("--bfcl", help="folder of BFCL-format files (default: bfcl-eval or data)")
+    p.add_argument("--limit", type=int, default=40, help="BFCL entries per category")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_check)

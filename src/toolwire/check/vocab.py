@@ -1,0 +1,124 @@
+"""Tokenizers for the conformance run: real folders, or derived ones.
+
+`tokenizer_for(source, data)` loads `<data>/tokenizers/<source>` with
+`toolwire.load_tokenizer`. `derived:<family>` builds a tokenizer for a family whose
+vocabulary is not available offline (Kimi K2, GLM, MiniMax M2, Gemma 4): Qwen3's real
+byte-level BPE vocabulary with Qwen's added tokens replaced by the family's special
+tokens (Kimi keeps its real ids from its `tokenizer_config.json`, the gap filled with
+reserved tokens). The folder is written to a temporary directory and loaded through
+the ordinary path. Results are cached per (source, data) in this process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from toolwire.errors import UsageError
+from toolwire.tokenizer import Tokenizer, load_tokenizer
+
+__all__ = ["DERIVED", "tokenizer_file", "tokenizer_for"]
+
+#: family -> (special tokens in id order, eos token, chat template file)
+DERIVED: dict[str, tuple[list[str], str, str]] = {
+    "glm": (
+        [
+            "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>",
+            "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>",
+            "<think>", "</think>", "<tool_call>", "</tool_call>",
+            "<tool_response>", "</tool_response>",
+            "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+        ],
+        "<|endoftext|>",
+        "GLM-4.7-Flash.jinja",
+    ),
+    "minimax_m2": (
+        ["]~!b[", "]~b]", "[e~[", "<minimax:tool_call>", "</minimax:tool_call>",
+         "<think>", "</think>"],
+        "[e~[",
+        "MiniMax-M2.jinja",
+    ),
+    "gemma4": (
+        [
+            "<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>",
+            '<|"|>', "<|channel>", "<channel|>", "<|tool>", "<tool|>",
+            "<|tool_response>", "<tool_response|>", "<|think|>",
+            "<|image|>", "<|audio|>", "<|video|>",
+        ],
+        "<turn|>",
+        "google-gemma-4-31B-it.jinja",
+    ),
+}  # fmt: skip
+
+_BASE_VOCAB = 151643  # Qwen3's BPE vocabulary; its first added token is <|endoftext|>
+
+
+def _token(content: str) -> dict[str, Any]:
+    return {
+        "content": content,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": True,
+    }
+
+
+def _family_tokens(family: str, data: Path) -> tuple[dict[int, str], dict[str, Any], str]:
+    """Ids -> token text, extra tokenizer_config keys, and the template file name."""
+    if family == "kimi_k2":
+        config = json.loads((data / "tokenizers/kimi_k2/tokenizer_config.json").read_text())
+        tokens = {int(k): v["content"] for k, v in config["added_tokens_decoder"].items()}
+        extra = {k: config[k] for k in ("bos_token", "eos_token") if k in config}
+        return tokens, extra, "Kimi-K2-Thinking.jinja"
+    if family not in DERIVED:
+        raise UsageError(f"no derived tokenizer recipe for {family!r}")
+    names, eos, template = DERIVED[family]
+    return {_BASE_VOCAB + 1 + n: t for n, t in enumerate(names)}, {"eos_token": eos}, template
+
+
+def _derive(family: str, data: Path) -> Path:
+    tokens, extra, template = _family_tokens(family, data)
+    with gzip.open(data / "tokenizers/qwen3/tokenizer.json.gz", "rt") as fh:
+        vocab = json.load(fh)
+    table: dict[int, str] = {_BASE_VOCAB: "<|endoftext|>", **tokens}
+    vocab["added_tokens"] = [
+        {"id": i, **_token(table.get(i, f"<|reserved_{i}|>"))}
+        for i in range(_BASE_VOCAB, max(table) + 1)
+    ]
+    folder = Path(tempfile.mkdtemp(prefix=f"toolwire-check-{family}-"))
+    (folder / "tokenizer.json").write_text(json.dumps(vocab), encoding="utf-8")
+    config: dict[str, Any] = {
+        "added_tokens_decoder": {str(i): _token(t) for i, t in sorted(tokens.items())},
+        **extra,
+    }
+    template_path = data / "tokenizers" / family / template
+    if template_path.is_file():
+        config["chat_template"] = template_path.read_text(encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+@cache
+def tokenizer_for(source: str, data: Path) -> Tokenizer:
+    """The tokenizer named by a profile's `tokenizer` field, under `data`."""
+    if source.startswith("derived:"):
+        return load_tokenizer(_derive(source.split(":", 1)[1], data))
+    path = data / "tokenizers" / source
+    if not path.exists():
+        raise UsageError(f"no tokenizer at {path}")
+    return load_tokenizer(path)
+
+
+@cache
+def tokenizer_file(source: str, data: Path) -> Path:
+    """A plain `tokenizer.json` of the same vocabulary (for peers that load files)."""
+    tok = tokenizer_for(source, data)
+    folder = Path(tempfile.mkdtemp(prefix="toolwire-check-tok-"))
+    path = folder / "tokenizer.json"
+    path.write_text(tok.backend.to_str(), encoding="utf-8")
+    return path
