@@ -359,3 +359,20 @@ def test_models_and_metrics(rig: Rig) -> None:
         "toolwire_echoed_delimiters_neutralized_total",
     ):
         assert name in text, name
+
+
+@STREAM
+def test_call_to_undeclared_tool_is_content_and_counted(rig: Rig, stream: bool) -> None:
+    def fallbacks() -> float:
+        text = httpx.get(rig.url + "/metrics").text
+        found = re.search(r"^toolwire_parse_fallbacks_total (\S+)", text, re.M)
+        assert found is not None
+        return float(found.group(1))
+
+    before = fallbacks()
+    markup = '<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>'
+    rig.script(markup)
+    out = rig.chat(stream, tools=TOOLS)
+    assert out["calls"] == []
+    assert out["content"] == markup  # nothing the model produced is lost
+    assert fallbacks() == before + 1

@@ -18,7 +18,7 @@ from toolwire.server.config import add_arguments, config_from
 from toolwire.server.errors import ApiError
 from toolwire.server.request import parse_request
 from toolwire.server.stops import StopMatcher
-from toolwire.server.watch import EchoWatch
+from toolwire.server.watch import CallWatch
 
 
 def _split(text: str, cuts: list[int]) -> list[Event]:
@@ -104,12 +104,25 @@ def test_finish_reasons() -> None:
     assert finish_reason("length", calls=0, stopped=True) == "stop"
 
 
-def test_echo_watch_counts_split_delimiters_once() -> None:
-    watch = EchoWatch(["<tool_call>", "</tool_call>"])
-    watch.observe([Content("a <tool_"), Content("call>{} </tool"), Content("_call> <tool_call>")])
-    assert watch.count == 3
-    watch.observe([ToolCallArguments(0, "<tool_call>")])
-    assert watch.count == 4
+def test_call_watch_separates_released_calls_from_echoes() -> None:
+    gated = CallWatch("<tool_call>", 151657)
+    gated.ids([151657, 9, 151657])  # two genuine openers
+    gated.events(
+        [
+            ToolCallBegin(0, "call_1", "f"),  # one became a call
+            Content('<tool_call>{"name": "undeclared"'),  # the other was released
+            Content("echo <tool_"),
+            Content("call> x"),  # a spelled opener, split across events
+        ]
+    )
+    assert (gated.fallbacks, gated.echoes) == (1, 1)
+    ungated = CallWatch("<tool_call>", None)
+    ungated.events([Content("a <tool_call>{"), ToolCallArguments(0, "<tool_call>")])
+    assert (ungated.fallbacks, ungated.echoes) == (1, 0)
+    none = CallWatch("<tool_call>", 151657, enabled=False)
+    none.ids([151657])
+    none.events([Content("<tool_call>")])
+    assert (none.fallbacks, none.echoes) == (0, 0)
 
 
 def test_request_normalization_and_thinking_switch() -> None:

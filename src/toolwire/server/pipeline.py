@@ -40,7 +40,7 @@ from toolwire.server.errors import ApiError
 from toolwire.server.metrics import Metrics
 from toolwire.server.request import ChatRequest
 from toolwire.server.stops import StopMatcher
-from toolwire.server.watch import EchoWatch
+from toolwire.server.watch import CallWatch
 
 __all__ = ["ChoiceRun", "Limits", "Plan", "Step", "plan", "warm_up"]
 
@@ -196,15 +196,16 @@ class ChoiceRun:
         except UsageError as exc:
             raise ApiError(400, str(exc), param="tools") from exc
         self._stops = StopMatcher(request.stop)
-        delimiters = get_format(engine.format).delimiters if self._parser.gated else ()
-        self._echo = EchoWatch(delimiters)
+        opener = get_format(engine.format).call[0]
+        opener_id = engine.tokenizer.token_id(opener) if self._parser.gated else None
+        self._watch = CallWatch(opener, opener_id, enabled=request.tool_choice != "none")
         self.prompt_tokens = len(plan.generation.prompt_ids)
         self.completion_tokens = 0
         self.calls = 0
         self.finish_reason: str | None = None
 
     def _events(self, events: list[Event]) -> list[Event]:
-        self._echo.observe(events)
+        self._watch.events(events)
         out = self._stops.feed(events)
         self.calls += sum(isinstance(e, ToolCallBegin) for e in out)
         return out
@@ -220,11 +221,10 @@ class ChoiceRun:
         m = self._metrics
         m.prompt_tokens.inc(self.prompt_tokens)
         m.completion_tokens.inc(self.completion_tokens)
-        if self._echo.count:
-            m.echoed_delimiters.inc(self._echo.count)
-        fallbacks = getattr(self._parser, "fallbacks", 0)
-        if isinstance(fallbacks, int) and fallbacks:
-            m.parse_fallbacks.inc(fallbacks)
+        if self._watch.echoes:
+            m.echoed_delimiters.inc(self._watch.echoes)
+        if self._watch.fallbacks:
+            m.parse_fallbacks.inc(self._watch.fallbacks)
         return out
 
     async def steps(self) -> AsyncIterator[Step]:
@@ -252,6 +252,7 @@ class ChoiceRun:
                         self._metrics.itl.observe(now - last)
                     last = now
                 self.completion_tokens += len(delta.ids)
+                self._watch.ids(delta.ids)
                 events = self._events(self._parser.feed(delta.ids))
                 if delta.finish_reason is not None or self._stops.stopped:
                     events += self._close(delta.finish_reason)
