@@ -204,6 +204,12 @@ DS32 = "deepseek-ai-DeepSeek-V3.2.jinja"
         ("kimi_k2", "Kimi-K2-Thinking.jinja", "kimi_k2", {}, False),  # the model opens <think>
         ("kimi_k2", "Kimi-K2-Thinking.jinja", None, {}, False),
         ("kimi_k2", "Kimi-K2-Instruct.jinja", "kimi_k2", {}, False),
+        ("glm", "GLM-4.7-Flash.jinja", "glm47", {}, True),  # ends in <think>
+        ("glm", "GLM-4.7-Flash.jinja", "glm47", {"enable_thinking": False}, False),
+        ("glm", "GLM-4.6.jinja", "glm45", {}, False),
+        ("minimax_m2", "MiniMax-M2.jinja", "minimax_m2", {}, True),
+        ("gemma4", "google-gemma-4-31B-it.jinja", "gemma4", {}, False),  # empty thought
+        ("gemma4", "google-gemma-4-31B-it.jinja", "gemma4", {"enable_thinking": True}, False),
     ],
 )  # fmt: skip
 def test_in_reasoning(

@@ -105,6 +105,16 @@ def test_ids_match_transformers(family: str, name: str | None, kwargs: dict[str,
         assert prompt.ids == expected, conversation
         assert tok.decode(prompt.ids) == prompt.text, conversation
         rendered += 1
+    messages = CONVERSATIONS["multi_turn"][0]
+    expected = hf.apply_chat_template(
+        messages,
+        chat_template=template or tok.chat_template,
+        tokenize=True,
+        return_dict=False,
+        **kwargs,
+    )
+    options = {"template": template, "template_kwargs": kwargs, "add_generation_prompt": False}
+    assert render_prompt(messages, tok, **options).ids == expected
     assert rendered >= len(CONVERSATIONS) - 1
 
 

@@ -47,8 +47,6 @@ def plain(value: Any, path: str) -> Any:
         return value
     if isinstance(value, str):
         return str.__str__(value)
-    if isinstance(value, bool):
-        return bool(value)
     if isinstance(value, int):
         return int.__int__(value)
     if isinstance(value, float):
