@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import tokenizer_for
+from tests.derived import derived_tokenizer
 from toolwire import Tokenizer
 
 #: format name -> the tokenizer its tests use (real where one exists offline).
@@ -17,6 +18,19 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "hermes": lambda: tokenizer_for("qwen3"),
     "qwen3": lambda: tokenizer_for("qwen3"),
     "qwen3_coder": lambda: tokenizer_for("qwen3"),
+    # DeepSeek: real vocabularies. The original V3 one has the tool tokens but no
+    # `<think>` (matched as text there); V4's has `<think>` and `｜DSML｜`.
+    "deepseek_v3": lambda: tokenizer_for("deepseek_v3"),
+    "deepseek_v31": lambda: tokenizer_for("deepseek_v3"),
+    "deepseek_v32": lambda: tokenizer_for("deepseek_v4"),
+    "deepseek_v4": lambda: tokenizer_for("deepseek_v4"),
+    # DERIVED tokenizers (tests/derived.py): Qwen3's vocabulary plus the family's
+    # delimiters as added tokens; no real vocabulary exists offline for these.
+    "kimi_k2": lambda: derived_tokenizer("kimi_k2"),
+    "glm45": lambda: derived_tokenizer("glm"),
+    "glm47": lambda: derived_tokenizer("glm"),
+    "minimax_m2": lambda: derived_tokenizer("minimax_m2"),
+    "gemma4": lambda: derived_tokenizer("gemma4"),
 }
 
 #: Formats expected to be text-matched (Parser.gated False) with their test tokenizer.

@@ -15,8 +15,13 @@ Data flow of `feed(ids)`::
 States, and what moves between them (one table, `_PATTERNS` below)::
 
     CONTENT   --reasoning.open--> REASONING   --reasoning.close--> CONTENT
+        (any of the format's reasoning pairs; one the vocabulary has no token for
+         is matched as text, which can move text between the two but make no call)
     CONTENT | REASONING --section.open--> SECTION --section.close--> CONTENT
     CONTENT | REASONING | SECTION --call.open--> CALL
+        (from CONTENT | REASONING only when calls may stand outside their section,
+         and then provisionally; a delimiter without a token of its own, such as
+         `<invoke name="`, is matched only in SECTION | CALL, which gating guards)
     CALL --call.close (or the body ending itself)--> SECTION or CONTENT
     CALL --call.open--> CALL (the first body is closed, a second call opens)
 
@@ -74,6 +79,9 @@ class _Scanner:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         ordered = sorted(set(patterns), key=len, reverse=True)
+        # A pattern standing inside a longer one (DSML's `｜DSML｜` mark inside its tags)
+        # is not searched alone: the leftmost search would find it first.
+        ordered = [p for p in ordered if not any(p in q[1:] for q in ordered if q != p)]
         self._regex = re.compile("|".join(re.escape(p) for p in ordered)) if ordered else None
         self._prefixes = {p[:k] for p in ordered for k in range(1, len(p))}
         self._first = {p[-1] for p in self._prefixes}
@@ -181,6 +189,7 @@ class Parser:
             raise UsageError(f"format {self.format.name!r} has no reasoning block")
         # Resolve delimiters against the tokenizer.
         self._sentinel_ids: dict[int, str] = {}
+        self._plain: frozenset[str] = frozenset()  # gated, yet matched as text
         self._gated_forms, self._literal = self._resolve(tokenizer)
         #: True when every delimiter of the format is matched by token id.
         self.gated = self._gated_forms is not None
@@ -196,6 +205,8 @@ class Parser:
         self._call: _Call | None = None
         self._calls = 0
         self._in_section = False
+        self._opener = ""  # the open section's opener, while nothing of it is decided
+        self._opener_released = False
         self._finished = False
         self._to_literal: dict[int, str] = {}
         self._id_forms: dict[int, str] = {}
@@ -250,16 +261,30 @@ class Parser:
     # -- setup ---------------------------------------------------------------------
 
     def _resolve(self, tokenizer: Tokenizer | None) -> tuple[dict[str, str] | None, dict[int, str]]:
-        """Map each delimiter to its structural form when every one holds an added token."""
+        """Map delimiters to structural forms when the format is gated by this vocabulary.
+
+        A delimiter holding an added token is matched by id (its form has a sentinel for
+        that token). The format is gated when every delimiter that opens call structure
+        from content (`Format.entries`) holds one. Any other delimiter that holds none
+        keeps its text as its form: a reasoning delimiter is then matched as text where
+        it acts (an open in content, a close in reasoning), which moves text between
+        content and reasoning but can never make a call; the rest are searched only
+        inside structure (a section or a call), which gating guards.
+        """
         if tokenizer is None:
+            return None, {}
+        fmt = self.format
+        encoded = {d: tokenizer.encode(d) for d in fmt.delimiters}
+        plain = {d for d, ids in encoded.items() if not any(i in tokenizer.added_ids for i in ids)}
+        if plain & set(fmt.entries):
             return None, {}
         forms: dict[str, str] = {}
         literal: dict[int, str] = {}
         sentinel_of: dict[int, str] = {}
-        for delimiter in self.format.delimiters:
-            ids = tokenizer.encode(delimiter)
-            if not any(i in tokenizer.added_ids for i in ids):
-                return None, {}
+        for delimiter, ids in encoded.items():
+            if delimiter in plain:
+                forms[delimiter] = delimiter
+                continue
             pieces = []
             for i in ids:
                 if i in tokenizer.added_ids:
@@ -272,6 +297,7 @@ class Parser:
                     pieces.append(tokenizer.decode([i]))
             forms[delimiter] = "".join(pieces)
         self._sentinel_ids = sentinel_of
+        self._plain = frozenset(plain)
         return forms, literal
 
     def _dropped_ids(self, tokenizer: Tokenizer | None) -> frozenset[int]:
@@ -304,22 +330,35 @@ class Parser:
             self._forms = {d: d for d in fmt.delimiters}
             self._id_forms = {}
         form = self._forms.__getitem__
-        self._r_open, self._r_close = map(form, fmt.reasoning) if fmt.reasoning else ("", "")
+        self._r_opens = frozenset(form(o) for o, _ in fmt.reasoning_pairs)
+        self._r_closes = frozenset(form(c) for _, c in fmt.reasoning_pairs)
         self._s_open, self._s_close = map(form, fmt.section) if fmt.section else ("", "")
         call_open = form(fmt.call[0])
         call_close = form(fmt.call[1]) if fmt.call[1] else None
         self._c_open, self._c_close = call_open, call_close
         # Outside a call every delimiter is searched for, so that an unexpected one
-        # (a stray closing tag, a mark outside a body) is consumed, never leaked.
+        # (a stray closing tag, a mark outside a body) is consumed, never leaked. Content
+        # and reasoning search only what is matched by id (everything, when matching
+        # text), never a call's own delimiters when calls stand only in their section;
+        # a reasoning delimiter matched as text only where it acts.
         everything = [form(d) for d in fmt.delimiters]
-        inside = [call_open] + [p for p in (call_close, self._s_close) if p]
+        plain = self._plain if self._forms is self._gated_forms else frozenset()
+        local = set(fmt.call) if fmt.section is not None and not fmt.loose_calls else set()
+        outer = [form(d) for d in fmt.delimiters if d not in local and d not in plain]
+        opens = [o for o, _ in fmt.reasoning_pairs if o in plain]
+        closes = [c for _, c in fmt.reasoning_pairs if c in plain]
+        # In a body, a delimiter with no token is left to the body's syntax (a value may
+        # hold its text): such a call's end is the syntax's, its successor the section's.
+        inside = [p for p in (call_open, call_close, self._s_close) if p and p not in plain]
         table = {
-            State.CONTENT: everything,
-            State.REASONING: everything,
+            State.CONTENT: outer + opens,
+            State.REASONING: outer + closes,
             State.SECTION: everything,
             State.CALL: inside,
         }
         self._scanners = {state: _Scanner(patterns) for state, patterns in table.items()}
+        # A delimiter's token that completes no delimiter is markup: dropped from runs.
+        self._stray = {ord(f): None for f in self._id_forms.values()}
         self._context = CallContext(tools=self.tools, marks={m: form(m) for m in fmt.marks})
 
     # -- the machine ---------------------------------------------------------------
@@ -348,13 +387,13 @@ class Parser:
         (before `end` only when a self-ending call body ended inside it)."""
         state = self._state
         if state is State.CONTENT:
-            self._content.add(buf[start:end], out)
+            self._content.add(buf[start:end].translate(self._stray), out)
         elif state is State.REASONING:
-            self._reasoning.add(buf[start:end], out)
+            self._reasoning.add(buf[start:end].translate(self._stray), out)
         elif state is State.SECTION:
             text = buf[start:end]
             if text.strip():  # stray text between calls is content, not lost
-                self._content.add(self._literal_text(text), out)
+                self._content.add(self._release_opener(self._literal_text(text)), out)
         else:
             call = self._call
             assert call is not None
@@ -388,19 +427,22 @@ class Parser:
         elif form == self._s_open and form:
             if state is not State.SECTION:
                 self._run_of(state).boundary()
+                self._opener, self._opener_released = self._literal_text(form), False
             self._in_section = True
             self._state = State.SECTION
         elif form == self._s_close and form:
             if state is State.SECTION:
                 self._in_section = False
                 self._state = State.CONTENT
-        elif form == self._r_open and form:
+                if self._opener_released:  # the opener went out as text: so does this
+                    self._content.add(self._literal_text(form), out)
+                self._opener, self._opener_released = "", False
+        elif form in self._r_opens:
             if state is State.CONTENT:
                 self._content.boundary()
                 self._state = State.REASONING
-        elif form == self._r_close and form and state is not State.SECTION:
+        elif form in self._r_closes and state is State.REASONING:
             self._reasoning.boundary()
-            self._content.boundary()
             self._state = State.CONTENT
         # any other delimiter here (a stray closing one) is consumed markup
 
@@ -428,6 +470,7 @@ class Parser:
             call.begun = True
             call.index = self._calls
             self._calls += 1
+            self._opener = ""
             out.append(ToolCallBegin(call.index, self._id_for(call), name))
         fragment = call.syntax.arguments()
         if fragment:
@@ -464,6 +507,8 @@ class Parser:
                 raise MalformedOutput(reason, text=text)
             if call.resume is not State.SECTION:
                 self._state = call.resume
+            else:
+                text = self._release_opener(text)
             run = self._run_of(self._state)
             run.resume(call.before)
             run.add(text, out)
@@ -472,11 +517,19 @@ class Parser:
         assert name is not None
         call.index = self._calls
         self._calls += 1
+        self._opener = ""  # a call came of the section: its delimiters are markup
         out.append(ToolCallBegin(call.index, self._id_for(call), name))
         arguments = call.syntax.arguments()
         if arguments:
             out.append(ToolCallArguments(call.index, arguments))
         out.append(ToolCallEnd(call.index))
+
+    def _release_opener(self, text: str) -> str:
+        """Text of a section released before any call of it was returned: the section's
+        opener goes out with it (and its closer will), so that no character is lost."""
+        opener, self._opener = self._opener, ""
+        self._opener_released = self._opener_released or bool(opener)
+        return opener + text
 
     def _verdict(self, call: _Call, closed: bool) -> str:
         """Why this call cannot be returned, or '' when it can."""

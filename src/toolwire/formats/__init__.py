@@ -38,4 +38,17 @@ def get(name: str) -> Format:
 def _load() -> None:
     if _REGISTRY:
         return
-    from toolwire.formats import hermes, qwen3, qwen3_coder  # noqa: F401
+    from toolwire.formats import (  # noqa: F401
+        deepseek_v3,
+        deepseek_v4,
+        deepseek_v31,
+        deepseek_v32,
+        gemma4,
+        glm45,
+        glm47,
+        hermes,
+        kimi_k2,
+        minimax_m2,
+        qwen3,
+        qwen3_coder,
+    )

@@ -88,6 +88,13 @@ class Format:
     #: (open, close) delimiters around a group of calls, or None. A call found outside
     #: its section is provisional: held until it closes, even when streaming.
     section: tuple[str, str] | None = None
+    #: With a section: False when a call is recognized only inside it (its delimiters
+    #: may then be plain text, as MiniMax's `<invoke name="`); True when a call may also
+    #: stand alone, provisionally (models that omit the wrapper).
+    loose_calls: bool = True
+    #: Further (open, close) reasoning pairs the model may use instead of `reasoning`
+    #: (Kimi's `◁think▷`...`◁/think▷`); any close ends reasoning, however it opened.
+    more_reasoning: tuple[tuple[str, str], ...] = ()
     #: Delimiters that appear inside a call body.
     marks: tuple[str, ...] = ()
     #: Whether output starts inside reasoning when the caller does not say.
@@ -127,8 +134,20 @@ class Format:
     def delimiters(self) -> tuple[str, ...]:
         """Every delimiter of the format, outer first."""
         out: list[str] = []
-        for pair in (self.reasoning, self.section, self.call):
+        for pair in (self.reasoning, *self.more_reasoning, self.section, self.call):
             if pair:
                 out += [d for d in pair if d]
         out += self.marks
         return tuple(dict.fromkeys(out))
+
+    @property
+    def reasoning_pairs(self) -> tuple[tuple[str, str], ...]:
+        """Every (open, close) reasoning pair, the rendered one first."""
+        return ((self.reasoning,) if self.reasoning else ()) + self.more_reasoning
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """The delimiters that open call structure from content (gating rests on them)."""
+        if self.section is None:
+            return (self.call[0],)
+        return (self.section[0], self.call[0]) if self.loose_calls else (self.section[0],)

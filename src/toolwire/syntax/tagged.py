@@ -18,8 +18,8 @@ append-only: nothing emitted is ever taken back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from toolwire.formats.spec import CallContext, Reject
@@ -48,6 +48,23 @@ class Tags:
     #: Splits the key tag's text into (key, JSON type override or None).
     attributes: Callable[[str], tuple[str, str | None]] | None = None
 
+    def resolve(self, marks: Mapping[str, str]) -> Tags:
+        """These tags with each mark's text replaced by its structural form
+        (`CallContext.marks`), for tags that hold a token (GLM's, DSML's)."""
+
+        def form(tag: str) -> str:
+            for text, structural in marks.items():
+                tag = tag.replace(text, structural)
+            return tag
+
+        return replace(
+            self,
+            name=(form(self.name[0]), form(self.name[1])),
+            key=(form(self.key[0]), form(self.key[1])),
+            value=(form(self.value[0]), form(self.value[1])),
+            end=form(self.end),
+        )
+
 
 class _Phase(Enum):
     NAME_OPEN = 0
@@ -62,10 +79,11 @@ class _Phase(Enum):
 class TaggedParams:
     """Parses one tagged call body incrementally into a name and JSON arguments."""
 
-    def __init__(self, context: CallContext, tags: Tags) -> None:
+    def __init__(self, context: CallContext, tags: Tags, *, self_ending: bool = False) -> None:
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
+        self._self_ending = self_ending  # the body ends at `tags.end` (no close delimiter)
         self._tools = context.tools
         self._tags = tags
         self._phase = _Phase.NAME_OPEN
@@ -81,10 +99,15 @@ class TaggedParams:
     # -- CallSyntax ------------------------------------------------------------------
 
     def feed(self, text: str) -> int:
+        if self.done:
+            return 0
         if self._error:
             return len(text)
         self._buf += text
         self._advance()
+        if self.done:  # what follows the end tag is the parser's again (all of this feed)
+            rest, self._buf = len(self._buf), ""
+            return len(text) - rest
         return len(text)
 
     def arguments(self) -> str:
@@ -99,6 +122,7 @@ class TaggedParams:
         if self._phase is _Phase.NAME and not tags.name[1]:
             self._set_name(self._buf)
             self._buf = ""
+            self._phase = _Phase.PARAMS
         if self._phase is _Phase.PARAMS and not self._buf.strip(_WS):
             self._phase = _Phase.END
             self._out.append("}")
@@ -147,6 +171,9 @@ class TaggedParams:
                     self._buf = buf[len(tags.end) :]
                     self._phase = _Phase.END
                     self._out.append("}")
+                    self.done = self._self_ending
+                    if self.done:
+                        return
                     continue
                 if tags.end and tags.end.startswith(buf):
                     return

@@ -3,7 +3,8 @@
 XML-parameter formats write every value as raw text. The declared JSON type decides
 what it becomes: a `string` parameter stays a string even when it looks like a
 number; numbers, booleans, objects and arrays are parsed (JSON first, then a Python
-literal, which models often write); anything that does not parse stays a string.
+literal, which models often write); `null` is null for any type but string;
+anything that does not parse stays a string.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def as_json(text: str, kind: str | None) -> str:
     if kind == "string":
         return json.dumps(text, ensure_ascii=False)
     stripped = text.strip()
+    if stripped == "null" and kind is not None:  # an optional parameter given no value
+        return "null"
     if kind in ("integer", "number"):
         ok, value = _parse(stripped)
         if ok and isinstance(value, (int, float)) and not isinstance(value, bool):

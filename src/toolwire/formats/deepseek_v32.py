@@ -1,0 +1,80 @@
+"""DeepSeek V3.2: DSML, XML-like invocations whose tags hold the `｜DSML｜` token.
+
+Sample (DeepSeek V3.2's chat template)::
+
+    <｜DSML｜function_calls>
+    <｜DSML｜invoke name="get_weather">
+    <｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>
+    <｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>
+    </｜DSML｜invoke>
+    </｜DSML｜function_calls>
+
+`｜DSML｜` is one token (128825 in the V4 vocabulary); `<` and the tag names around
+it are ordinary text, so every DSML tag is gated by that id. `string="true"` values
+are text; `string="false"` values are JSON; without the attribute the declared
+schema decides. An invoke outside the wrapper is provisional.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from toolwire.formats import register
+from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.syntax.tagged import TaggedParams, Tags
+
+DSML = "｜DSML｜"
+_ATTRIBUTES = re.compile(r'\s*([^"]*?)\s*"\s*string\s*=\s*"(true|false)\s*', re.S)
+
+
+def attributes(text: str) -> tuple[str, str | None]:
+    """`city" string="true` -> ("city", "string"); string="false" means JSON."""
+    match = _ATTRIBUTES.fullmatch(text)
+    if match is None:
+        return text.strip().strip('"'), None
+    return match[1], "string" if match[2] == "true" else "any"
+
+
+TAGS = Tags(
+    name=("", '">'),
+    key=(f'<{DSML}parameter name="', '">'),
+    value=("", f"</{DSML}parameter>"),
+    end="",
+    trim_newline=False,
+    attributes=attributes,
+)
+
+
+def render_dsml(calls: Sequence[RenderedCall], wrapper: str) -> str:
+    out = f"<{DSML}{wrapper}>\n"
+    for name, args in calls:
+        out += f'<{DSML}invoke name="{name}">\n'
+        for key, value in args.items():
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            kind = "true" if isinstance(value, str) else "false"
+            out += f'<{DSML}parameter name="{key}" string="{kind}">{text}</{DSML}parameter>\n'
+        out += f"</{DSML}invoke>\n"
+    return out + f"</{DSML}{wrapper}>"
+
+
+def render(calls: Sequence[RenderedCall]) -> str:
+    return render_dsml(calls, "function_calls")
+
+
+def syntax(context: CallContext) -> TaggedParams:
+    return TaggedParams(context, TAGS.resolve(context.marks))
+
+
+DEEPSEEK_V32 = register(
+    Format(
+        name="deepseek_v32",
+        call=(f'<{DSML}invoke name="', f"</{DSML}invoke>"),
+        syntax=syntax,
+        render=render,
+        reasoning=("<think>", "</think>"),
+        section=(f"<{DSML}function_calls>", f"</{DSML}function_calls>"),
+        marks=(DSML,),
+    )
+)
