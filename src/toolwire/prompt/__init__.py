@@ -15,6 +15,7 @@ the ids are the tokenizer's plain encoding of the text, as `transformers`'
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -90,7 +91,8 @@ def render_prompt(
     }
 
     def render_with(data: list[Any]) -> str:
-        *chat, marked_tools = data
+        # A fresh copy per render: templates may mutate what they are given.
+        *chat, marked_tools = copy.deepcopy(data)
         return render(
             source,
             chat,
