@@ -110,7 +110,10 @@ def _structural_tag(
     """The tag for this request, a fallback code ('' when none) and the reasons."""
     if not engine.constrains or not request.tools or request.tool_choice == "none":
         return None, "", ()
-    grammar = importlib.import_module("toolwire.grammar")
+    try:
+        grammar = importlib.import_module("toolwire.grammar")
+    except ImportError as exc:  # a build without the constraint side: serve unconstrained
+        return None, "unavailable", (f"toolwire.grammar cannot be imported: {exc}",)
     result = grammar.structural_tag_with_reason(
         engine.format,
         request.tools,
