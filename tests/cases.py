@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.conftest import tokenizer_for
+from tests.conftest import mistral_tokenizer, tokenizer_for
 from tests.derived import derived_tokenizer
 from toolwire import Tokenizer
 
@@ -31,10 +31,16 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "glm47": lambda: derived_tokenizer("glm"),
     "minimax_m2": lambda: derived_tokenizer("minimax_m2"),
     "gemma4": lambda: derived_tokenizer("gemma4"),
+    # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
+    # no call delimiter is a token); Mistral's tekken through mistral-common.
+    "gpt_oss": lambda: tokenizer_for("gpt_oss"),
+    "llama3_json": lambda: tokenizer_for("llama3"),
+    "pythonic": lambda: tokenizer_for("llama3"),
+    "mistral": lambda: mistral_tokenizer("tekken_240718.json.gz"),
 }
 
 #: Formats expected to be text-matched (Parser.gated False) with their test tokenizer.
-UNGATED: set[str] = set()
+UNGATED: set[str] = {"llama3_json", "pythonic"}
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -33,6 +33,12 @@ def tokenizer_for(family: str) -> Tokenizer:
     return load_tokenizer(data_dir() / "tokenizers" / family)
 
 
+@cache
+def mistral_tokenizer(filename: str) -> Tokenizer:
+    """A Mistral tokenizer file from the shared data, loaded through mistral-common."""
+    return load_tokenizer(data_dir() / "tokenizers" / "mistral" / filename)
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     return data_dir()

@@ -24,6 +24,14 @@ States, and what moves between them (one table, `_PATTERNS` below)::
          `<invoke name="`, is matched only in SECTION | CALL, which gating guards)
     CALL --call.close (or the body ending itself)--> SECTION or CONTENT
     CALL --call.open--> CALL (the first body is closed, a second call opens)
+    CALL --a self-ending body that `follows` (a list's separator)--> CALL, no opener
+    CONTENT | REASONING --header.open--> HEADER --header.close--> REASONING, CONTENT
+        or CALL, as the format's pure hook routes the header text (harmony); a header
+        end, a new header or the call close ends that body
+    CONTENT --a line's first non-space character, one of anchor.begins--> CALL
+        (calls that no token opens: the text-gated fallback, `Parser.gated` False;
+         a line start is the output's start, a newline, one of anchor.after, or the
+         end of a call. Anywhere else such text is content)
 
 Rules this module keeps (DESIGN.md's invariants):
 
@@ -42,6 +50,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from toolwire.errors import MalformedOutput, UsageError
@@ -54,7 +63,7 @@ from toolwire.events import (
     ToolCallEnd,
 )
 from toolwire.formats import get as get_format
-from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject
+from toolwire.formats.spec import CallContext, CallSyntax, Chained, Format, Reject
 from toolwire.message import Message
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import Tools
@@ -70,6 +79,7 @@ class State(enum.Enum):
     REASONING = "reasoning"
     SECTION = "section"
     CALL = "call"
+    HEADER = "header"
 
 
 class _Scanner:
@@ -191,8 +201,9 @@ class Parser:
         self._sentinel_ids: dict[int, str] = {}
         self._plain: frozenset[str] = frozenset()  # gated, yet matched as text
         self._gated_forms, self._literal = self._resolve(tokenizer)
-        #: True when every delimiter of the format is matched by token id.
-        self.gated = self._gated_forms is not None
+        #: True when every delimiter of the format is matched by token id (never for
+        #: calls that no token opens, `Format.anchor`).
+        self.gated = self._gated_forms is not None and self.format.anchor is None
         self._drop = self._dropped_ids(tokenizer)
         self._mode: str | None = None  # "ids" or "text", fixed by the first feed
         self._forms: dict[str, str] = {}
@@ -210,6 +221,8 @@ class Parser:
         self._finished = False
         self._to_literal: dict[int, str] = {}
         self._id_forms: dict[int, str] = {}
+        self._header: list[str] = []  # payload of HEADER: the header's text so far
+        self._line = True  # an anchored call may begin here (Format.anchor)
 
     # -- public API ----------------------------------------------------------------
 
@@ -254,6 +267,9 @@ class Parser:
             start = self._route(held, start, len(held), out)
         if self._call is not None:
             self._end_call(out, closed=False)
+        if self._state is State.HEADER and self.strict:  # non-strict: the header is markup
+            text = self._literal_text("".join(self._header))
+            raise MalformedOutput("the output ended inside a message header", text=text)
         self._content.boundary()
         self._reasoning.boundary()
         return out
@@ -333,8 +349,13 @@ class Parser:
         self._r_opens = frozenset(form(o) for o, _ in fmt.reasoning_pairs)
         self._r_closes = frozenset(form(c) for _, c in fmt.reasoning_pairs)
         self._s_open, self._s_close = map(form, fmt.section) if fmt.section else ("", "")
-        call_open = form(fmt.call[0])
+        call_open = form(fmt.call[0]) if fmt.call[0] else None
         call_close = form(fmt.call[1]) if fmt.call[1] else None
+        header = fmt.header
+        self._h_opens = tuple(form(o) for o in header.opens) if header else ()
+        self._h_close = form(header.close) if header else None
+        self._h_ends = frozenset(form(e) for e in header.ends) if header else frozenset()
+        self._after = frozenset(form(a) for a in fmt.anchor.after) if fmt.anchor else frozenset()
         self._c_open, self._c_close = call_open, call_close
         # Outside a call every delimiter is searched for, so that an unexpected one
         # (a stray closing tag, a mark outside a body) is consumed, never leaked. Content
@@ -350,11 +371,14 @@ class Parser:
         # In a body, a delimiter with no token is left to the body's syntax (a value may
         # hold its text): such a call's end is the syntax's, its successor the section's.
         inside = [p for p in (call_open, call_close, self._s_close) if p and p not in plain]
+        inside += [*self._h_opens, *self._h_ends]  # a header-routed body ends at these
+        header_close = [self._h_close] if self._h_close else []
         table = {
             State.CONTENT: outer + opens,
             State.REASONING: outer + closes,
             State.SECTION: everything,
             State.CALL: inside,
+            State.HEADER: [*self._h_opens[:1], *self._h_ends, *header_close],
         }
         self._scanners = {state: _Scanner(patterns) for state, patterns in table.items()}
         # A delimiter's token that completes no delimiter is markup: dropped from runs.
@@ -387,7 +411,11 @@ class Parser:
         (before `end` only when a self-ending call body ended inside it)."""
         state = self._state
         if state is State.CONTENT:
+            if self.format.anchor is not None:
+                return self._anchored(buf, start, end, out)
             self._content.add(buf[start:end].translate(self._stray), out)
+        elif state is State.HEADER:
+            self._header.append(buf[start:end])
         elif state is State.REASONING:
             self._reasoning.add(buf[start:end].translate(self._stray), out)
         elif state is State.SECTION:
@@ -410,8 +438,40 @@ class Parser:
                 return start + used
         return end
 
+    def _anchored(self, buf: str, start: int, end: int, out: list[Event]) -> int:
+        """Content of a format whose calls no token opens: a call body may begin at a
+        line start (`Format.anchor`). Returns where the body begins, or `end`."""
+        anchor = self.format.anchor
+        assert anchor is not None
+        pos = start
+        while pos < end:
+            if self._line:
+                first = pos
+                while first < end and buf[first] in " \t\r\n":
+                    first += 1
+                if first < end and buf[first] in anchor.begins:
+                    self._content.add(buf[pos:first], out)
+                    self._open_call("", out)
+                    return first
+                self._line = first == end
+            newline = buf.find("\n", pos, end)
+            stop = end if newline < 0 else newline + 1
+            self._content.add(buf[pos:stop].translate(self._stray), out)
+            self._line = self._line or newline >= 0
+            pos = stop
+        return end
+
     def _delimiter(self, form: str, out: list[Event]) -> None:
         state = self._state
+        if state is State.HEADER:
+            if form == self._h_close:
+                self._enter_body(form, out)
+            elif form == self._h_opens[0]:  # a new message begins: this header is markup
+                self._header = [form]
+            else:  # a message ended inside its header: the header is markup
+                self._header = []
+                self._state = State.CONTENT
+            return
         if state is State.CALL:
             call = self._call
             assert call is not None
@@ -424,6 +484,16 @@ class Parser:
             return
         if form == self._c_open:
             self._open_call(form, out)
+        elif form in self._h_opens:
+            self._run_of(state).boundary()
+            self._header = [form]
+            self._state = State.HEADER
+        elif form in self._h_ends:  # a message body ends
+            self._run_of(state).boundary()
+            self._state = State.CONTENT
+        elif form in self._after:
+            self._content.boundary()
+            self._line = True
         elif form == self._s_open and form:
             if state is not State.SECTION:
                 self._run_of(state).boundary()
@@ -449,11 +519,23 @@ class Parser:
     def _run_of(self, state: State) -> _Run:
         return self._reasoning if state is State.REASONING else self._content
 
-    def _open_call(self, form: str, out: list[Event]) -> None:
+    def _enter_body(self, form: str, out: list[Event]) -> None:
+        """A header closed: route the message body as the format's hook says."""
+        header = self.format.header
+        assert header is not None
+        text = "".join(self._header) + form
+        self._header = []
+        route = header.route(self._literal_text(text))
+        self._state = State.REASONING if route.kind == "reasoning" else State.CONTENT
+        if route.kind == "call":
+            self._open_call(text, out, name=route.name)
+
+    def _open_call(self, form: str, out: list[Event], name: str | None = None) -> None:
         resume = self._state
         before = self._run_of(resume).boundary() if resume is not State.SECTION else (False, "")
         provisional = self.format.section is not None and not self._in_section
-        syntax = self.format.syntax(self._context)
+        context = self._context if name is None else replace(self._context, name=name)
+        syntax = self.format.syntax(context)
         self._call = _Call(syntax, form, resume, before, provisional)
         self._state = State.CALL
 
@@ -485,11 +567,18 @@ class Parser:
         return call.syntax.call_id or self._call_id(call.index)
 
     def _end_call(self, out: list[Event], *, closed: bool) -> None:
-        """The body ended (closed by its delimiter, or not). Commit or release it."""
+        """The body ended (closed by its delimiter, or not). Commit or release it; a
+        body that ended on a list separator is followed by the next at once."""
         call = self._call
         assert call is not None
         self._call = None
         self._state = State.SECTION if self._in_section else State.CONTENT
+        self._line = True
+        self._settle(call, out, closed)
+        if closed and isinstance(call.syntax, Chained) and call.syntax.follows:
+            self._open_call("", out)
+
+    def _settle(self, call: _Call, out: list[Event], closed: bool) -> None:
         if self.tools.choice == "none":
             return  # tool markup is consumed: no call, and nothing of it in content
         reason = self._verdict(call, closed)
@@ -512,6 +601,7 @@ class Parser:
             run = self._run_of(self._state)
             run.resume(call.before)
             run.add(text, out)
+            self._line = text.rstrip(" \t").endswith("\n")
             return
         name = call.syntax.name
         assert name is not None

@@ -334,8 +334,12 @@ def load_tokenizer(source: str | Path) -> Tokenizer:
 
     A folder holds `tokenizer.json` or `tokenizer.json.gz`, optionally
     `tokenizer_config.json` (added tokens and their special flags, eos, chat
-    template) and a `chat_template.jinja` (or a single `*.jinja` file).
+    template) and a `chat_template.jinja` (or a single `*.jinja` file). Mistral's own
+    files (`tekken*.json[.gz]`, `*.model.vN`), or a folder holding exactly one of them
+    and no tokenizer.json, load through mistral-common (`toolwire.mistral_tokenizer`).
     """
+    from toolwire.mistral_tokenizer import is_mistral_file, load_mistral
+
     path = Path(source)
     if path.is_dir():
         for candidate in ("tokenizer.json", "tokenizer.json.gz"):
@@ -343,7 +347,14 @@ def load_tokenizer(source: str | Path) -> Tokenizer:
                 backend = _Backend.from_str(_read_text(path / candidate))
                 break
         else:
-            raise UsageError(f"{path}: no tokenizer.json or tokenizer.json.gz in this folder")
+            mistral = sorted(p for p in path.iterdir() if is_mistral_file(p))
+            if len(mistral) == 1:
+                return load_mistral(mistral[0])
+            found = f" (Mistral files: {', '.join(p.name for p in mistral)}; pass one)"
+            raise UsageError(
+                f"{path}: no tokenizer.json or tokenizer.json.gz in this folder"
+                + (found if mistral else "")
+            )
         config: dict[str, Any] = {}
         if (path / "tokenizer_config.json").is_file():
             config = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -354,6 +365,8 @@ def load_tokenizer(source: str | Path) -> Tokenizer:
                 template = jinja[0].read_text(encoding="utf-8")
         return Tokenizer(backend, config, chat_template=template, name=str(path))
     if path.is_file():
+        if is_mistral_file(path):
+            return load_mistral(path)
         return Tokenizer(_Backend.from_str(_read_text(path)), name=str(path))
     text = str(source)
     if text.count("/") != 1 or text.startswith((".", "/")):

@@ -46,9 +46,13 @@ def _load() -> None:
         gemma4,
         glm45,
         glm47,
+        gpt_oss,
         hermes,
         kimi_k2,
+        llama3_json,
         minimax_m2,
+        mistral,
+        pythonic,
         qwen3,
         qwen3_coder,
     )

@@ -15,17 +15,37 @@ The shape every format fits (all parts optional but `call`)::
 BODY is parsed by the format's `CallSyntax`; text inside it may hold the format's
 inner `marks` (for example DeepSeek's `<｜tool▁sep｜>`), which reach the syntax in their
 structural form (`CallContext.marks`).
+
+Two shapes do not fit that line, and each is one more piece of data:
+
+* `header` (harmony): messages `<|start|>HEADER<|message|>BODY<|end|>`, where a pure
+  hook reads the header and routes the body to reasoning, content or a call whose name
+  the header gives (`CallContext.name`); `call` then names only the closing delimiter.
+* `anchor` (Llama 3 JSON, pythonic): calls that no token introduces. A body may begin
+  only at the start of a line (or after one of `anchor.after`, or a call), with one of
+  `anchor.begins`; a body that ends saying another follows (`Chained.follows`, after a
+  list's separator) is followed by the next at once. Matched as text: not gated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from toolwire.tools import Tools
 
-__all__ = ["CallContext", "CallSyntax", "Format", "Reject", "RenderedCall"]
+__all__ = [
+    "Anchor",
+    "CallContext",
+    "CallSyntax",
+    "Chained",
+    "Format",
+    "Header",
+    "Reject",
+    "RenderedCall",
+    "Route",
+]
 
 
 class Reject(Exception):
@@ -39,6 +59,8 @@ class CallContext:
     tools: Tools
     #: Each inner mark's text -> the string standing for it in the text the syntax sees.
     marks: Mapping[str, str]
+    #: The tool's name when the format gives it before the body (a harmony header).
+    name: str | None = None
 
 
 class CallSyntax(Protocol):
@@ -67,8 +89,57 @@ class CallSyntax(Protocol):
         ...
 
 
+@runtime_checkable
+class Chained(Protocol):
+    """A self-ending syntax whose body may end in a list separator (`[f(), g()]`)."""
+
+    #: Once `done`: True when the body consumed a separator, so another body follows
+    #: at once (it is opened without any delimiter, like the first).
+    follows: bool
+
+
 #: A call as the tests and tools render it: (name, arguments object).
 RenderedCall = tuple[str, Mapping[str, Any]]
+
+
+class Route(NamedTuple):
+    """Where a header sends the message body that follows it."""
+
+    kind: Literal["reasoning", "content", "call"]
+    #: The tool's name, for a call.
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Header:
+    """Messages whose header routes their body (harmony).
+
+    Outside a header, any of `opens` begins one; inside, the first of `opens` begins a
+    new header (a new message) and the others, with `marks`, are header text. `close`
+    ends the header; the body then runs until one of `ends`, the format's call close,
+    or a new header.
+    """
+
+    opens: tuple[str, ...]
+    close: str
+    ends: tuple[str, ...]
+    #: Header text -> the route of the body (reads the literal text, delimiters included).
+    route: Callable[[str], Route]
+    marks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Where a call that no token introduces may begin: the text-gated fallback.
+
+    A body begins at the first non-whitespace character of a line (the output's
+    start included), of the text after one of `after`, or of the text right after a
+    call, when that character is one of `begins`. Prose is never taken for a call
+    elsewhere; a body that turns out not to be a call is released as content.
+    """
+
+    begins: str
+    after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +175,10 @@ class Format:
     #: Renders reasoning and content where wrapping them is not just the reasoning
     #: delimiters (harmony's channels); None for the default.
     render_text: Callable[[str | None, str | None], str] | None = None
+    #: Messages routed by their header (harmony), or None.
+    header: Header | None = None
+    #: Calls introduced by no token (`call[0]` is then ""), or None.
+    anchor: Anchor | None = None
 
     def render_output(
         self,
@@ -138,6 +213,10 @@ class Format:
             if pair:
                 out += [d for d in pair if d]
         out += self.marks
+        if self.header is not None:
+            out += [*self.header.opens, self.header.close, *self.header.ends, *self.header.marks]
+        if self.anchor is not None:
+            out += self.anchor.after
         return tuple(dict.fromkeys(out))
 
     @property
@@ -148,6 +227,8 @@ class Format:
     @property
     def entries(self) -> tuple[str, ...]:
         """The delimiters that open call structure from content (gating rests on them)."""
+        if self.header is not None:
+            return self.header.opens
         if self.section is None:
             return (self.call[0],)
         return (self.section[0], self.call[0]) if self.loose_calls else (self.section[0],)

@@ -5,7 +5,8 @@
 Used by hermes/Qwen (`arguments`) and Llama 3 (`parameters`). The arguments value is
 passed through as the model's own bytes: fragments are slices of the output, and the
 whole is checked to be a JSON object when the body closes. With `self_ending`, the
-body ends at the object's closing brace (formats without a closing delimiter).
+body ends at the object's closing brace (formats without a closing delimiter), or
+where it stopped being a call object (`failed`), so the text from there is not held.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class JsonEnvelope:
         held = len(self._buf)
         buf = self._buf + text
         pos = self._advance(buf)
-        self._buf = buf[pos:]
+        self._buf = "" if self.done else buf[pos:]  # a self-ending body left the rest
         return max(0, pos - held) if self.done else len(text)
 
     def _advance(self, buf: str) -> int:
@@ -112,7 +113,16 @@ class JsonEnvelope:
                     self._error = "expected ',' or '}' in the call object"
             else:
                 self._error = "text after the call object"
-        return size if self._error and not self.done else pos
+        if self._error and not self.done:
+            if not self._self_ending:
+                return size
+            self.done = True
+        return pos
+
+    @property
+    def failed(self) -> bool:
+        """True once the body cannot be a call (`close` will raise `Reject`)."""
+        return bool(self._error)
 
     def _take(self, text: str) -> None:
         if not text:

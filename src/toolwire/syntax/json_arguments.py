@@ -1,0 +1,65 @@
+"""A call body that is the arguments alone: the tool's name came before the body.
+
+    {"city": "Paris", "days": 3}
+
+Harmony (gpt-oss) names the tool in the message header (`to=functions.get_weather`),
+which the parser hands over as `CallContext.name`. The body is one JSON object passed
+through as the model's own bytes: fragments are slices of the output, and the whole is
+checked to be a JSON object when the body closes.
+"""
+
+from __future__ import annotations
+
+import json
+
+from toolwire.formats.spec import CallContext, Reject
+from toolwire.syntax.jsonscan import JsonValue
+
+__all__ = ["JsonArguments"]
+
+_WS = " \t\r\n"
+
+
+class JsonArguments:
+    """Passes one JSON object through; the name is `context.name`."""
+
+    def __init__(self, context: CallContext) -> None:
+        self.name: str | None = context.name
+        self.call_id: str | None = None
+        self.done = False
+        self._value = JsonValue()
+        self._args: list[str] = []  # every fragment, for the check at close
+        self._pending: list[str] = []  # fragments not yet taken by `arguments()`
+        self._trailing = False  # non-space text after the value
+
+    def feed(self, text: str) -> int:
+        if self._value.done:
+            self._trailing = self._trailing or bool(text.strip(_WS))
+            return len(text)
+        end = self._value.feed(text)
+        piece = text[:end] if self._args else text[:end].lstrip(_WS)
+        if piece:
+            self._args.append(piece)
+            self._pending.append(piece)
+        if end < len(text):
+            self._trailing = bool(text[end:].strip(_WS))
+        return len(text)
+
+    def arguments(self) -> str:
+        out = "".join(self._pending)
+        self._pending.clear()
+        return out
+
+    def close(self) -> None:
+        if self.name is None:
+            raise Reject("the call names no tool")
+        if not self._value.end():
+            raise Reject("the call's arguments are incomplete")
+        if self._trailing:
+            raise Reject("text after the call's arguments")
+        try:
+            value = json.loads("".join(self._args))
+        except ValueError as exc:
+            raise Reject(f"the arguments are not valid JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise Reject("the arguments are not a JSON object")
