@@ -231,10 +231,9 @@ def test_released_calls_keep_every_character(name: str) -> None:
     tok = cases.tokenizer(name)
     for calls in ([("not_declared", {"a": 1})], [cases.CALLS[0]]):
         text = fmt.render_output(content=cases.CONTENT, calls=calls)
+        if calls[0][0] != "not_declared":  # cut inside an argument value
+            text = text[: text.index("Paris") + 2]
         ids = tok.encode(text)
-        if calls[0][0] != "not_declared":  # cut inside the arguments
-            body = tok.encode(fmt.render(calls))
-            ids = ids[: len(ids) - len(body) // 2]
         msg = message(name, ids)
         assert msg.tool_calls == []
         assert _squash(msg.content) == _squash(tok.decode(ids))

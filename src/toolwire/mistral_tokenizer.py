@@ -67,6 +67,7 @@ class MistralTokenizer(Tokenizer):
         self._split = re.compile("(" + "|".join(re.escape(t) for t in ordered) + ")")
         self._text_of = {i: t for t, i in self.added_tokens.items()}
         self._tables: tuple[dict[int, str], dict[int, bytes]] | None = None
+        self.memo: dict[object, object] = {}
 
     # -- vocabulary facts ------------------------------------------------------------
 

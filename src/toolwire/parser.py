@@ -47,9 +47,7 @@ Rules this module keeps (DESIGN.md's invariants):
 
 from __future__ import annotations
 
-import enum
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -64,50 +62,12 @@ from toolwire.events import (
 )
 from toolwire.formats import get as get_format
 from toolwire.formats.spec import CallContext, CallSyntax, Chained, Format, Reject
+from toolwire.lexicon import Scanner, State, lexicon, tables
 from toolwire.message import Message
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import Tools
 
 __all__ = ["Parser", "parse"]
-
-_SENTINEL_BASE = 0xD800  # lone surrogates: never produced by decoding UTF-8
-_MARKUP_SHAPED = re.compile(r"^(<.*>|\[.*\]|<\|.*|.*\|>)$", re.S)
-
-
-class State(enum.Enum):
-    CONTENT = "content"
-    REASONING = "reasoning"
-    SECTION = "section"
-    CALL = "call"
-    HEADER = "header"
-
-
-class _Scanner:
-    """Finds the leftmost (then longest) delimiter; says how much of a tail to hold."""
-
-    __slots__ = ("_first", "_prefixes", "_regex", "longest")
-
-    def __init__(self, patterns: Sequence[str]) -> None:
-        ordered = sorted(set(patterns), key=len, reverse=True)
-        # A pattern standing inside a longer one (DSML's `｜DSML｜` mark inside its tags)
-        # is not searched alone: the leftmost search would find it first.
-        ordered = [p for p in ordered if not any(p in q[1:] for q in ordered if q != p)]
-        self._regex = re.compile("|".join(re.escape(p) for p in ordered)) if ordered else None
-        self._prefixes = {p[:k] for p in ordered for k in range(1, len(p))}
-        self._first = {p[-1] for p in self._prefixes}
-        self.longest = max((len(p) for p in ordered), default=0)
-
-    def search(self, text: str, start: int) -> re.Match[str] | None:
-        return self._regex.search(text, start) if self._regex is not None else None
-
-    def holdback(self, text: str, start: int) -> int:
-        """Length of the longest tail of text[start:] that begins some delimiter."""
-        if not self._prefixes or not text or text[-1] not in self._first:
-            return 0
-        for k in range(min(self.longest - 1, len(text) - start), 0, -1):
-            if text[-k:] in self._prefixes:
-                return k
-        return 0
 
 
 class _Run:
@@ -121,6 +81,9 @@ class _Run:
         self.pending = ""  # trailing whitespace, emitted only if more text follows
 
     def add(self, text: str, out: list[Event]) -> None:
+        if self.started and not self.pending and text and not text[-1].isspace():
+            out.append(self.kind(text))  # the common case: text inside a run
+            return
         if not self.started:
             text = text.lstrip()
             if not text:
@@ -197,17 +160,13 @@ class Parser:
             in_reasoning = self.format.starts_in_reasoning
         if in_reasoning and self.format.reasoning is None:
             raise UsageError(f"format {self.format.name!r} has no reasoning block")
-        # Resolve delimiters against the tokenizer.
-        self._sentinel_ids: dict[int, str] = {}
-        self._plain: frozenset[str] = frozenset()  # gated, yet matched as text
-        self._gated_forms, self._literal = self._resolve(tokenizer)
-        #: True when every delimiter of the format is matched by token id (never for
-        #: calls that no token opens, `Format.anchor`).
-        self.gated = self._gated_forms is not None and self.format.anchor is None
-        self._drop = self._dropped_ids(tokenizer)
+        lex = lexicon(self.format, tokenizer)
+        #: True when every delimiter that opens call structure is matched by token id
+        #: (never for calls that no token opens, `Format.anchor`).
+        self.gated = lex.gated_forms is not None and self.format.anchor is None
+        self._drop = lex.drop
         self._mode: str | None = None  # "ids" or "text", fixed by the first feed
-        self._forms: dict[str, str] = {}
-        self._scanners: dict[State, _Scanner] = {}
+        self._scanners: Mapping[State, Scanner] = {}
         self._decoder = tokenizer.detokenizer() if tokenizer is not None else None
         self._state = State.REASONING if in_reasoning else State.CONTENT
         self._held = ""
@@ -219,19 +178,45 @@ class Parser:
         self._opener = ""  # the open section's opener, while nothing of it is decided
         self._opener_released = False
         self._finished = False
-        self._to_literal: dict[int, str] = {}
-        self._id_forms: dict[int, str] = {}
+        self._to_literal: Mapping[int, str] = {}
+        self._id_forms: Mapping[int, str] = {}
+        self._fast: frozenset[State] = frozenset()
         self._header: list[str] = []  # payload of HEADER: the header's text so far
         self._line = True  # an anchored call may begin here (Format.anchor)
+        self._plain_texts: Mapping[int, str] | None = None
 
     # -- public API ----------------------------------------------------------------
 
     def feed(self, ids: Sequence[int]) -> list[Event]:
         """Feed output token ids (any number); return the events they complete."""
-        self._start("ids")
-        if self._decoder is None:
+        if self._mode != "ids" or self._finished:
+            self._start("ids")
+        decoder = self._decoder
+        if decoder is None:
             raise UsageError("feed() needs a tokenizer; use feed_text() for text")
-        decoder, forms, drop = self._decoder, self._id_forms, self._drop
+        # Fast path: ordinary ids in a state where ordinary text cannot begin a
+        # delimiter go straight to the state's sink (the same result as the scan).
+        plain = self._plain_texts
+        state = self._state
+        if plain is not None and state in self._fast and not self._held and not decoder.pending:
+            if len(ids) == 1:
+                text = plain.get(ids[0])
+            else:
+                texts = [plain.get(token) for token in ids]
+                text = None if None in texts else "".join(texts)  # type: ignore[arg-type]
+            if text is not None:
+                out: list[Event] = []
+                if state is State.CONTENT:
+                    self._content.add(text, out)
+                elif state is State.REASONING:
+                    self._reasoning.add(text, out)
+                else:
+                    call = self._call
+                    assert call is not None
+                    call.raw.append(text)
+                    call.body.append(text)
+                return out
+        forms, drop = self._id_forms, self._drop
         parts: list[str] = []
         for token in ids:
             form = forms.get(token)
@@ -239,9 +224,9 @@ class Parser:
                 parts.append(form)
             elif token not in drop:
                 parts.append(decoder.step(token))
-        out: list[Event] = []
-        self._run("".join(parts), out)
-        return out
+        events: list[Event] = []
+        self._run("".join(parts), events)
+        return events
 
     def feed_text(self, text: str) -> list[Event]:
         """Feed output text from a text-only backend; delimiters are matched as text."""
@@ -276,57 +261,6 @@ class Parser:
 
     # -- setup ---------------------------------------------------------------------
 
-    def _resolve(self, tokenizer: Tokenizer | None) -> tuple[dict[str, str] | None, dict[int, str]]:
-        """Map delimiters to structural forms when the format is gated by this vocabulary.
-
-        A delimiter holding an added token is matched by id (its form has a sentinel for
-        that token). The format is gated when every delimiter that opens call structure
-        from content (`Format.entries`) holds one. Any other delimiter that holds none
-        keeps its text as its form: a reasoning delimiter is then matched as text where
-        it acts (an open in content, a close in reasoning), which moves text between
-        content and reasoning but can never make a call; the rest are searched only
-        inside structure (a section or a call), which gating guards.
-        """
-        if tokenizer is None:
-            return None, {}
-        fmt = self.format
-        encoded = {d: tokenizer.encode(d) for d in fmt.delimiters}
-        plain = {d for d, ids in encoded.items() if not any(i in tokenizer.added_ids for i in ids)}
-        if plain & set(fmt.entries):
-            return None, {}
-        forms: dict[str, str] = {}
-        literal: dict[int, str] = {}
-        sentinel_of: dict[int, str] = {}
-        for delimiter, ids in encoded.items():
-            if delimiter in plain:
-                forms[delimiter] = delimiter
-                continue
-            pieces = []
-            for i in ids:
-                if i in tokenizer.added_ids:
-                    if i not in sentinel_of:
-                        sentinel = chr(_SENTINEL_BASE + len(sentinel_of))
-                        sentinel_of[i] = sentinel
-                        literal[i] = tokenizer.token_text(i)
-                    pieces.append(sentinel_of[i])
-                else:
-                    pieces.append(tokenizer.decode([i]))
-            forms[delimiter] = "".join(pieces)
-        self._sentinel_ids = sentinel_of
-        self._plain = frozenset(plain)
-        return forms, literal
-
-    def _dropped_ids(self, tokenizer: Tokenizer | None) -> frozenset[int]:
-        """Added tokens that are neither delimiters nor kept text: never content."""
-        if tokenizer is None:
-            return frozenset()
-        keep = {tokenizer.added_tokens[k] for k in self.format.keep if k in tokenizer.added_tokens}
-        for delimiter in self.format.delimiters:
-            keep.update(i for i in tokenizer.encode(delimiter) if i in tokenizer.added_ids)
-        drop = set(tokenizer.special_ids)
-        drop.update(i for text, i in tokenizer.added_tokens.items() if _MARKUP_SHAPED.match(text))
-        return frozenset(drop - keep)
-
     def _start(self, mode: str) -> None:
         if self._finished:
             raise UsageError("the parser has finished; create a new one per output")
@@ -335,55 +269,18 @@ class Parser:
         if self._mode is not None:
             raise UsageError("do not mix feed() and feed_text() on one parser")
         self._mode = mode
-        fmt = self.format
-        if mode == "ids" and self._gated_forms is not None:
-            self._forms = self._gated_forms
-            self._id_forms = dict(self._sentinel_ids)
-            self._to_literal = {
-                ord(form): self._literal[i] for i, form in self._sentinel_ids.items()
-            }
-        else:
-            self._forms = {d: d for d in fmt.delimiters}
-            self._id_forms = {}
-        form = self._forms.__getitem__
-        self._r_opens = frozenset(form(o) for o, _ in fmt.reasoning_pairs)
-        self._r_closes = frozenset(form(c) for _, c in fmt.reasoning_pairs)
-        self._s_open, self._s_close = map(form, fmt.section) if fmt.section else ("", "")
-        call_open = form(fmt.call[0]) if fmt.call[0] else None
-        call_close = form(fmt.call[1]) if fmt.call[1] else None
-        header = fmt.header
-        self._h_opens = tuple(form(o) for o in header.opens) if header else ()
-        self._h_close = form(header.close) if header else None
-        self._h_ends = frozenset(form(e) for e in header.ends) if header else frozenset()
-        self._after = frozenset(form(a) for a in fmt.anchor.after) if fmt.anchor else frozenset()
-        self._c_open, self._c_close = call_open, call_close
-        # Outside a call every delimiter is searched for, so that an unexpected one
-        # (a stray closing tag, a mark outside a body) is consumed, never leaked. Content
-        # and reasoning search only what is matched by id (everything, when matching
-        # text), never a call's own delimiters when calls stand only in their section;
-        # a reasoning delimiter matched as text only where it acts.
-        everything = [form(d) for d in fmt.delimiters]
-        plain = self._plain if self._forms is self._gated_forms else frozenset()
-        local = set(fmt.call) if fmt.section is not None and not fmt.loose_calls else set()
-        outer = [form(d) for d in fmt.delimiters if d not in local and d not in plain]
-        opens = [o for o, _ in fmt.reasoning_pairs if o in plain]
-        closes = [c for _, c in fmt.reasoning_pairs if c in plain]
-        # In a body, a delimiter with no token is left to the body's syntax (a value may
-        # hold its text): such a call's end is the syntax's, its successor the section's.
-        inside = [p for p in (call_open, call_close, self._s_close) if p and p not in plain]
-        inside += [*self._h_opens, *self._h_ends]  # a header-routed body ends at these
-        header_close = [self._h_close] if self._h_close else []
-        table = {
-            State.CONTENT: outer + opens,
-            State.REASONING: outer + closes,
-            State.SECTION: everything,
-            State.CALL: inside,
-            State.HEADER: [*self._h_opens[:1], *self._h_ends, *header_close],
-        }
-        self._scanners = {state: _Scanner(patterns) for state, patterns in table.items()}
-        # A delimiter's token that completes no delimiter is markup: dropped from runs.
-        self._stray = {ord(f): None for f in self._id_forms.values()}
-        self._context = CallContext(tools=self.tools, marks={m: form(m) for m in fmt.marks})
+        t = tables(self.format, self.tokenizer, mode, self.stream_arguments)
+        self._id_forms, self._to_literal, self._stray = t.id_forms, t.to_literal, t.stray
+        self._r_opens, self._r_closes = t.r_opens, t.r_closes
+        self._s_open, self._s_close = t.s_open, t.s_close
+        self._c_open, self._c_close = t.c_open, t.c_close
+        self._h_opens, self._h_close, self._h_ends = t.h_opens, t.h_close, t.h_ends
+        self._after = t.after
+        self._scanners, self._fast = t.scanners, t.fast
+        self._plain_texts = (
+            self.tokenizer.plain_texts() if mode == "ids" and self.tokenizer is not None else None
+        )
+        self._context = CallContext(tools=self.tools, marks=t.marks)
 
     # -- the machine ---------------------------------------------------------------
 

@@ -154,6 +154,8 @@ class Tokenizer:
         self._spelled: _Backend | None = None
         self._table: tuple[dict[int, str], dict[int, bytes]] | None = None
         self._plain: dict[int, str] | None = None
+        #: Tables derived from this vocabulary (format resolutions), built once each.
+        self.memo: dict[object, object] = {}
         self._byte_level = _is_byte_level(backend)
 
     # -- vocabulary facts ---------------------------------------------------------
