@@ -357,3 +357,19 @@ def test_hugging_face_template_semantics() -> None:
     assert render_prompt(messages, tok, template=template).text == '"<b>é&"{\n "a": 1\n}'
     with pytest.raises(PromptError, match="underscore"):
         render_prompt(USER, tok, template="{% set ns = namespace(_x=1) %}")
+
+
+def test_null_assistant_content_beside_tool_calls_renders_as_empty() -> None:
+    """OpenAI clients send `"content": null` with tool calls; it renders as vLLM does."""
+    tok = tokenizer_for("qwen3")
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    base = [{"role": "user", "content": "hi"}]
+    tail = [{"role": "tool", "tool_call_id": "c", "content": "ok"}]
+    null = render_prompt(
+        [*base, {"role": "assistant", "content": None, "tool_calls": [call]}, *tail], tok
+    )
+    empty = render_prompt(
+        [*base, {"role": "assistant", "content": "", "tool_calls": [call]}, *tail], tok
+    )
+    assert null.ids == empty.ids
+    assert '{"name": "f", "arguments": {}}' in null.text

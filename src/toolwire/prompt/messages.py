@@ -69,7 +69,11 @@ def prepare(messages: Sequence[Any], *, list_content: bool) -> list[dict[str, An
             raise PromptError(f"{name}: a message must be an object, got {type(raw).__name__}")
         if not isinstance(raw.get("role"), str):
             raise PromptError(f"{name}: a message needs a string 'role'")
-        message = {k: v for k, v in plain(raw, name).items() if v is not None}
+        # None fields are dropped; `"content": null` (what OpenAI clients send beside
+        # tool calls) becomes "", as vLLM renders it: templates test `'x' in content`.
+        message = {k: v for k, v in plain(raw, name).items() if v is not None or k == "content"}
+        if message.get("content", "") is None:
+            message["content"] = ""
         reasoning = next((message[k] for k in _REASONING_FIELDS if k in message), None)
         if reasoning is not None:
             message = {"thinking": reasoning, **message, "reasoning_content": reasoning}

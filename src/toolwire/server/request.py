@@ -108,11 +108,7 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
         calls = message.get("tool_calls")
         if calls is not None and (role != "assistant" or not isinstance(calls, list)):
             raise _bad(f"{where}.tool_calls", "'tool_calls' must be a list on assistant messages")
-        entry = dict(message)
-        if entry.get("content") is None:
-            # OpenAI clients send null content beside tool_calls; templates expect a string
-            entry["content"] = ""
-        out.append(entry)
+        out.append(dict(message))
     return out
 
 
