@@ -138,7 +138,7 @@ def test_request_normalization_and_thinking_switch() -> None:
             "max_tokens": 9,
         }
     )
-    assert request.messages[1]["content"] == ""
+    assert request.messages[1]["content"] is None  # rendered as "" by render_prompt
     assert request.template_kwargs == {"reasoning_effort": "none", "enable_thinking": False}
     assert request.max_tokens == 5
     with pytest.raises(ApiError) as caught:
