@@ -61,7 +61,7 @@ from toolwire.events import (
     ToolCallEnd,
 )
 from toolwire.formats import get as get_format
-from toolwire.formats.spec import CallContext, CallSyntax, Chained, Format, Reject
+from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject
 from toolwire.lexicon import Scanner, State, lexicon, tables
 from toolwire.message import Message
 from toolwire.tokenizer import Tokenizer
@@ -472,7 +472,9 @@ class Parser:
         self._state = State.SECTION if self._in_section else State.CONTENT
         self._line = True
         self._settle(call, out, closed)
-        if closed and isinstance(call.syntax, Chained) and call.syntax.follows:
+        # `Chained` syntaxes say whether another body follows (getattr: a runtime
+        # Protocol check costs more than the whole call on this path).
+        if closed and getattr(call.syntax, "follows", False):
             self._open_call("", out)
 
     def _settle(self, call: _Call, out: list[Event], closed: bool) -> None:
