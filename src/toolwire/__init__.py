@@ -11,6 +11,7 @@ from __future__ import annotations
 from toolwire import events, formats
 from toolwire.errors import MalformedOutput, PromptError, ToolwireError, UsageError
 from toolwire.events import Content, Event, Reasoning, ToolCallArguments, ToolCallBegin, ToolCallEnd
+from toolwire.grammar import GrammarPolicy, TagResult, structural_tag, structural_tag_with_reason
 from toolwire.message import Message, ToolCall
 from toolwire.parser import Parser, parse
 from toolwire.prompt import Prompt, render_prompt
@@ -19,12 +20,14 @@ from toolwire.tokenizer import Tokenizer, load_tokenizer
 __all__ = [
     "Content",
     "Event",
+    "GrammarPolicy",
     "MalformedOutput",
     "Message",
     "Parser",
     "Prompt",
     "PromptError",
     "Reasoning",
+    "TagResult",
     "Tokenizer",
     "ToolCall",
     "ToolCallArguments",
@@ -37,6 +40,8 @@ __all__ = [
     "load_tokenizer",
     "parse",
     "render_prompt",
+    "structural_tag",
+    "structural_tag_with_reason",
 ]
 
 __version__ = "0.1.0"

@@ -1,0 +1,29 @@
+"""The constraint side: XGrammar structural tags built from the formats the parser runs.
+
+    tag = toolwire.structural_tag("qwen3", tools, tool_choice="auto", tokenizer=tok)
+    result = toolwire.structural_tag_with_reason(...)   # .tag .reasons .fallback
+
+Modules: `schema` (normalization), `policy` (when and with which schema), `shapes`
+(per-format text around the arguments), `build` (the tag), `preflight` (XGrammar
+compile check, optional), `api` (the entry points).
+"""
+
+from __future__ import annotations
+
+from toolwire.grammar.api import (
+    TagResult,
+    legacy_structural_tag,
+    structural_tag,
+    structural_tag_with_reason,
+)
+from toolwire.grammar.policy import GrammarPolicy
+from toolwire.grammar.schema import normalize
+
+__all__ = [
+    "GrammarPolicy",
+    "TagResult",
+    "legacy_structural_tag",
+    "normalize",
+    "structural_tag",
+    "structural_tag_with_reason",
+]

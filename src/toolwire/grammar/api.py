@@ -1,0 +1,216 @@
+"""The public entry points: `structural_tag`, `structural_tag_with_reason`, legacy shape.
+
+Data flow of one request::
+
+    format name + tools + tool_choice + policy
+        -> policy: constrain at all? which schema per tool (normalized / relaxed)
+        -> shape lookup (grammar data per format) and token level (Parser.gated)
+        -> build_format() -> {"type": "structural_tag", "format": ...}
+        -> preflight (XGrammar, when installed); on failure the documented fallback:
+           auto -> no constraint; required/named -> the native envelope with any
+           JSON object as arguments; if that fails too -> no constraint
+        -> TagResult(tag or None, reasons, fallback code)
+
+Never raises for a request's tools or schemas (those become reasons); raises
+`UsageError` only for caller mistakes (a bad tool_choice, `in_reasoning` for a format
+without reasoning).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from toolwire import formats
+from toolwire.errors import UsageError
+from toolwire.formats.spec import Format
+from toolwire.grammar.build import Lexicon, build_format
+from toolwire.grammar.policy import RELAXED, GrammarPolicy, choose, tool_specs
+from toolwire.grammar.preflight import check
+from toolwire.grammar.shapes import SHAPES, UNSUPPORTED, Shape
+from toolwire.parser import Parser
+from toolwire.tokenizer import Tokenizer
+
+__all__ = ["TagResult", "legacy_structural_tag", "structural_tag", "structural_tag_with_reason"]
+
+
+@dataclass(frozen=True)
+class TagResult:
+    """A structural tag (or None: send no constraint) and why it is what it is."""
+
+    #: XGrammar's `{"type": "structural_tag", "format": {...}}`, or None.
+    tag: dict[str, Any] | None
+    #: Human-readable reasons: schema normalizations, fallbacks, why there is no tag.
+    reasons: tuple[str, ...] = ()
+    #: None when `tag` is the full constraint; otherwise a short code to count:
+    #: "disabled", "scope", "no_tools", "unknown_format", "unsupported_format",
+    #: "relaxed" (compile failed; arguments relaxed), "compile_failed" (no tag).
+    fallback: str | None = None
+    #: True when delimiters are named by token id.
+    token_level: bool = False
+
+
+def structural_tag(
+    format: str | Format,
+    tools: Sequence[Any] | None,
+    *,
+    tool_choice: Any = "auto",
+    parallel_tool_calls: bool = True,
+    tokenizer: Tokenizer | None = None,
+    in_reasoning: bool | None = None,
+    policy: GrammarPolicy | None = None,
+) -> dict[str, Any] | None:
+    """The structural tag for a request, or None for no constraint (see the result's
+    reasons with `structural_tag_with_reason`)."""
+    return structural_tag_with_reason(
+        format,
+        tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        tokenizer=tokenizer,
+        in_reasoning=in_reasoning,
+        policy=policy,
+    ).tag
+
+
+def structural_tag_with_reason(
+    format: str | Format,
+    tools: Sequence[Any] | None,
+    *,
+    tool_choice: Any = "auto",
+    parallel_tool_calls: bool = True,
+    tokenizer: Tokenizer | None = None,
+    in_reasoning: bool | None = None,
+    policy: GrammarPolicy | None = None,
+) -> TagResult:
+    """`structural_tag`, with the reasons and fallback code the server logs and counts.
+
+    `in_reasoning`: the output starts inside the reasoning block (None: the format's
+    default, as `Parser`). `tokenizer`: when given and the format is gated by it, the
+    tag names delimiters by token id.
+    """
+    policy = policy or GrammarPolicy()
+    if not policy.enabled:
+        return TagResult(None, ("grammar policy disabled",), "disabled")
+    try:
+        fmt = format if isinstance(format, Format) else formats.get(format)
+    except UsageError as exc:
+        return TagResult(None, (str(exc),), "unknown_format")
+    shape = SHAPES.get(fmt.name)
+    if shape is None:
+        why = UNSUPPORTED.get(fmt.name, "no structural tag is defined for this format")
+        return TagResult(None, (f"format {fmt.name!r}: {why}",), "unsupported_format")
+    specs, reasons = tool_specs(tools or [], policy)
+    choice, chosen = choose(tool_choice, specs)
+    if not specs:
+        return TagResult(None, (*reasons, "no tools declared"), "no_tools")
+    if (
+        choice == "auto"
+        and policy.scope == "auto"
+        and parallel_tool_calls
+        and not any(s.strict for s in specs)
+    ):
+        why = "scope 'auto': no tool is strict and parallel calls are allowed"
+        return TagResult(None, (*reasons, why), "scope")
+    if in_reasoning is None:
+        in_reasoning = fmt.starts_in_reasoning
+    if in_reasoning and fmt.reasoning is None:
+        raise UsageError(f"format {fmt.name!r} has no reasoning block")
+    token_level = tokenizer is not None and Parser(fmt, tokenizer).gated
+    if tokenizer is not None and not token_level:
+        reasons.append(f"{fmt.name}: delimiters are not single tokens here; text-level tag")
+    unnamed = _unnamed_marks(fmt, shape) if token_level else []
+    if unnamed:
+        why = (
+            f"format {fmt.name!r}: the argument syntax writes the token(s) {unnamed} "
+            "inside values, which this tag cannot name by id"
+        )
+        return TagResult(None, (*reasons, why), "unsupported_format", token_level)
+    lex = Lexicon(fmt, tokenizer, token_level)
+    entry = fmt.section[0] if fmt.section else fmt.call[0]
+    if token_level and not isinstance(lex.pieces(entry)[0], int):
+        why = (
+            f"format {fmt.name!r}: {entry!r} begins with text before its token, so a "
+            "token-level trigger cannot be built (pass no tokenizer for a text-level tag "
+            "with a text-matching parser)"
+        )
+        return TagResult(None, (*reasons, why), "unsupported_format", token_level)
+    exclude = policy.exclude_delimiters
+
+    def build(relax: bool) -> dict[str, Any]:
+        use = [replace(s, schema=RELAXED) for s in chosen] if relax else chosen
+        body = build_format(
+            fmt,
+            shape,
+            use,
+            choice,
+            parallel=parallel_tool_calls,
+            lex=lex,
+            in_reasoning=in_reasoning,
+            exclude=exclude,
+        )
+        return {"type": "structural_tag", "format": body}
+
+    tag = build(False)
+    error = check(tag)
+    if error is None:
+        return TagResult(tag, tuple(reasons), None, token_level)
+    reasons.append(f"the tag does not compile: {error}")
+    if choice in ("required", "named"):
+        tag = build(True)
+        if check(tag) is None:
+            reasons.append("fell back to the native envelope with any JSON object as arguments")
+            return TagResult(tag, tuple(reasons), "relaxed", token_level)
+    return TagResult(None, tuple(reasons), "compile_failed", token_level)
+
+
+def _unnamed_marks(fmt: Format, shape: Shape) -> list[str]:
+    """Marks (token delimiters inside a call body) that no template of the shape writes:
+    the argument style writes them as text, so a token-level tag cannot force their id."""
+    texts = [shape.head, shape.tail, *shape.section_text]
+    if shape.params is not None:
+        texts += [shape.params.open, shape.params.close, shape.params.after]
+    return [m for m in fmt.marks if not any(m in t for t in texts)]
+
+
+def legacy_structural_tag(
+    format: str | Format,
+    tools: Sequence[Any] | None,
+    *,
+    policy: GrammarPolicy | None = None,
+) -> dict[str, Any] | None:
+    """The legacy `{"type": "structural_tag", "structures": [...], "triggers": [...]}`
+    shape (text-level, `tool_choice="auto"` semantics), for engines that only take it.
+
+    Only for formats whose arguments are one JSON object after a fixed head (hermes,
+    qwen3, DeepSeek V3/V3.1, ...); None for any other format, or when the modern tag
+    would be None or does not compile.
+    """
+    policy = policy or GrammarPolicy()
+    modern = structural_tag_with_reason(format, tools, policy=policy)
+    if modern.tag is None:
+        return None
+    fmt = format if isinstance(format, Format) else formats.get(format)
+    shape = SHAPES[fmt.name]
+    if shape.style != "json" or "{index}" in shape.head:
+        return None
+    specs, _ = tool_specs(tools or [], policy)
+    structures = []
+    for spec in specs:
+        name = spec.name
+        if shape.name == "json":
+            name = _json_inner(name)
+        structures.append(
+            {
+                "begin": fmt.call[0] + shape.head.replace("{name}", name),
+                "schema": dict(spec.schema),
+                "end": shape.tail + (fmt.call[1] or ""),
+            }
+        )
+    return {"type": "structural_tag", "structures": structures, "triggers": [fmt.call[0]]}
+
+
+def _json_inner(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]

@@ -1,0 +1,348 @@
+"""Builds XGrammar structural-tag formats from a `Format`, its `Shape` and the tools.
+
+Data flow::
+
+    Format (delimiters) + Shape (text around arguments) + ToolSpecs + choice
+        -> Lexicon: template text -> elements; each delimiter is split into its
+           tokens (token-level: `{"type": "token"}` by id) and text (`const_string`)
+        -> call tag      Tag(call.open, head ARGS tail, call.close)
+        -> section tag   Tag(section.open, calls joined by separator, section.close)
+        -> by choice     auto: triggered; required: >=1 call, no text; named: one
+                         call; none: free text without tool delimiters
+        -> reasoning     a leading block (mandatory when the output starts inside it,
+                         optional otherwise); its text excludes every tool delimiter
+
+Invariants: a delimiter the grammar writes is, at token level, the delimiter's own
+id (never its text, which a gated parser reads as text); free text and argument
+strings exclude every delimiter, so the parser cannot see structure the grammar did
+not write. Pure: no xgrammar import here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolwire.formats.spec import Format
+from toolwire.grammar.policy import ToolSpec
+from toolwire.grammar.shapes import Params, Shape
+from toolwire.tokenizer import Tokenizer
+from toolwire.tools import schema_type
+
+__all__ = ["Lexicon", "build_format"]
+
+Element = dict[str, Any]
+Piece = str | int  # text, or a token id
+
+#: Optional whitespace before the first call where no free text is allowed.
+_LEADING_SPACE: Element = {"type": "regex", "pattern": "[ \\n]{0,2}"}
+#: A parameter name when the schema names none (relaxed arguments).
+_ANY_KEY = "[A-Za-z_][A-Za-z0-9_]{0,15}"
+
+
+class Lexicon:
+    """Template text -> elements. At token level, delimiters are named by id."""
+
+    def __init__(self, fmt: Format, tokenizer: Tokenizer | None, token_level: bool) -> None:
+        self.token_level = token_level and tokenizer is not None
+        self._delimiters = sorted(fmt.delimiters, key=len, reverse=True)
+        self._pieces: dict[str, list[Piece]] = {}
+        for delimiter in self._delimiters:
+            self._pieces[delimiter] = (
+                _split(delimiter, tokenizer) if self.token_level and tokenizer else [delimiter]
+            )
+
+    def pieces(self, text: str) -> list[Piece]:
+        """`text` as text and token pieces (adjacent text merged)."""
+        out: list[Piece] = []
+        pos = 0
+        while pos < len(text):
+            found = min(
+                ((text.find(d, pos), d) for d in self._delimiters if text.find(d, pos) >= 0),
+                key=lambda hit: (hit[0], -len(hit[1])),
+                default=None,
+            )
+            stop = found[0] if found else len(text)
+            if stop > pos:
+                _append(out, text[pos:stop])
+            if found is None:
+                break
+            for piece in self._pieces[found[1]]:
+                _append(out, piece)
+            pos = stop + len(found[1])
+        return out
+
+    def elements(self, text: str) -> list[Element]:
+        return [_element(p) for p in self.pieces(text)]
+
+    def ids(self, delimiters: Sequence[str]) -> list[int]:
+        """The token ids within these delimiters (token level only)."""
+        out: list[int] = []
+        for delimiter in delimiters:
+            out += [p for p in self._pieces.get(delimiter, ()) if isinstance(p, int)]
+        return list(dict.fromkeys(out))
+
+
+def _split(text: str, tokenizer: Tokenizer) -> list[Piece]:
+    """A delimiter as its added-token ids and the text between them."""
+    out: list[Piece] = []
+    pending: list[int] = []
+    for token in tokenizer.encode(text):
+        if token in tokenizer.added_ids:
+            if pending:
+                out.append(tokenizer.decode(pending))
+                pending = []
+            out.append(token)
+        else:
+            pending.append(token)
+    if pending:
+        out.append(tokenizer.decode(pending))
+    return out
+
+
+def _append(out: list[Piece], piece: Piece) -> None:
+    if isinstance(piece, str) and out and isinstance(out[-1], str):
+        out[-1] += piece
+    elif piece != "":
+        out.append(piece)
+
+
+def _element(piece: Piece) -> Element:
+    if isinstance(piece, int):
+        return {"type": "token", "token": piece}
+    return {"type": "const_string", "value": piece}
+
+
+def _edge(piece: Piece) -> str | Element:
+    """A piece as a tag's `begin` or `end` (a string or a token element)."""
+    return piece if isinstance(piece, str) else _element(piece)
+
+
+def _sequence(elements: list[Element]) -> Element:
+    if not elements:
+        return {"type": "const_string", "value": ""}
+    if len(elements) == 1:
+        return elements[0]
+    return {"type": "sequence", "elements": elements}
+
+
+def _either(elements: list[Element]) -> Element:
+    return elements[0] if len(elements) == 1 else {"type": "or", "elements": elements}
+
+
+def _tag(lex: Lexicon, open_text: str, content: list[Element], close_text: str | None) -> Element:
+    """Tag(first piece of open, rest + content + all but the last piece of close, last)."""
+    opening = lex.pieces(open_text)
+    closing = lex.pieces(close_text) if close_text else []
+    inner = [_element(p) for p in opening[1:]] + content
+    inner += [_element(p) for p in closing[:-1]]
+    return {
+        "type": "tag",
+        "begin": _edge(opening[0]),
+        "content": _sequence(inner),
+        "end": _edge(closing[-1]) if closing else "",
+    }
+
+
+class _Builder:
+    def __init__(
+        self, fmt: Format, shape: Shape, lex: Lexicon, parallel: bool, exclude: bool
+    ) -> None:
+        self.fmt = fmt
+        self.shape = shape
+        self.lex = lex
+        self.parallel = parallel
+        self.all_texts = list(fmt.delimiters)
+        self.all_ids = lex.ids(fmt.delimiters)
+        # What a parser acts on inside a call body: another call, the end of this one.
+        inside = [fmt.call[0], fmt.call[1], fmt.section[1] if fmt.section else None]
+        self.in_strings = [d for d in inside if d] if exclude else []
+
+    # -- free text -----------------------------------------------------------------
+
+    def free(self, allowed: Sequence[str] = ()) -> Element:
+        """Free text that holds no delimiter but `allowed` (a trigger or an end)."""
+        if self.lex.token_level:
+            ids = [i for i in self.all_ids if i not in self.lex.ids(allowed)]
+            return {"type": "any_tokens", "exclude_tokens": ids}
+        return {"type": "any_text", "excludes": [d for d in self.all_texts if d not in allowed]}
+
+    # -- calls ---------------------------------------------------------------------
+
+    def arguments(self, spec: ToolSpec) -> Element:
+        if self.shape.params is not None and self.lex.token_level:
+            return self.params(spec.schema, self.shape.params)
+        return {
+            "type": "json_schema",
+            "json_schema": dict(spec.schema),
+            "style": self.shape.style,
+            "excludes": self.in_strings,
+        }
+
+    def head(self, spec: ToolSpec) -> list[Element]:
+        name = json.dumps(spec.name, ensure_ascii=False)[1:-1]
+        if self.shape.name == "raw":
+            name = spec.name
+        out: list[Element] = []
+        for n, part in enumerate(self.shape.head.split("{index}")):
+            if n:
+                out.append({"type": "regex", "pattern": "[0-9]{1,6}"})
+            out += self.lex.elements(part.replace("{name}", name))
+        return out
+
+    def call(self, specs: Sequence[ToolSpec]) -> Element:
+        bodies = [
+            _sequence([*self.head(spec), self.arguments(spec), *self.lex.elements(self.shape.tail)])
+            for spec in specs
+        ]
+        return _tag(self.lex, self.fmt.call[0], [_either(bodies)], self.fmt.call[1])
+
+    def group(self, specs: Sequence[ToolSpec], *, one: bool) -> Element:
+        """The calls as the format groups them: a section of calls, or one bare call."""
+        call = self.call(specs)
+        if self.fmt.section is None:
+            return call
+        calls = {
+            "type": "tags_with_separator",
+            "tags": [call],
+            "separator": self.shape.separator,
+            "at_least_one": True,
+            "stop_after_first": one or not self.parallel,
+        }
+        before, after = self.shape.section_text
+        content = [*self.lex.elements(before), calls, *self.lex.elements(after)]
+        return _tag(self.lex, self.fmt.section[0], content, self.fmt.section[1])
+
+    def choice(self, choice: str, specs: Sequence[ToolSpec]) -> Element:
+        fmt = self.fmt
+        if choice == "none" or not specs:
+            tool = [*(fmt.section or ()), *(d for d in fmt.call if d), *fmt.marks]
+            if self.lex.token_level:
+                return {"type": "any_tokens", "exclude_tokens": self.lex.ids(tool)}
+            return {"type": "any_text", "excludes": tool}
+        if choice == "named":
+            return _sequence([_LEADING_SPACE, self.group(specs, one=True)])
+        if choice == "required" and fmt.section is not None:
+            return _sequence([_LEADING_SPACE, self.group(specs, one=False)])
+        if choice == "required":
+            calls = {
+                "type": "tags_with_separator",
+                "tags": [self.call(specs)],
+                "separator": self.shape.separator,
+                "at_least_one": True,
+                "stop_after_first": not self.parallel,
+            }
+            return _sequence([_LEADING_SPACE, calls])
+        group = self.group(specs, one=False)
+        entry = fmt.section[0] if fmt.section else fmt.call[0]
+        begin = group["begin"]
+        if isinstance(begin, dict):
+            return {
+                "type": "token_triggered_tags",
+                "trigger_tokens": [begin["token"]],
+                "tags": [group],
+                "exclude_tokens": [i for i in self.all_ids if i != begin["token"]],
+                "stop_after_first": not self.parallel,
+            }
+        return {
+            "type": "triggered_tags",
+            "triggers": [begin],
+            "tags": [group],
+            "excludes": [d for d in self.all_texts if d not in entry],
+            "stop_after_first": not self.parallel,
+        }
+
+    # -- reasoning -----------------------------------------------------------------
+
+    def reasoning(self, inside: bool) -> Element | None:
+        pair = self.fmt.reasoning
+        if pair is None:
+            return None
+        opening, closing = pair
+        text = self.free(allowed=[closing])
+        if inside:
+            closing_pieces = self.lex.pieces(closing)
+            content = [text] + [_element(p) for p in closing_pieces[:-1]]
+            return {
+                "type": "tag",
+                "begin": "",
+                "content": _sequence(content),
+                "end": _edge(closing_pieces[-1]),
+            }
+        return {"type": "optional", "content": _tag(self.lex, opening, [text], closing)}
+
+    # -- tagged parameters, element by element (token level) -----------------------
+
+    def params(self, schema: Mapping[str, Any], params: Params) -> Element:
+        props = schema.get("properties")
+        if not isinstance(props, Mapping):
+            generic = self.param("{key}", {}, params, key_pattern=_ANY_KEY)
+            return {"type": "star", "content": generic}
+        required = set(schema.get("required") or ())
+        out: list[Element] = []
+        for key, sub in props.items():
+            one = self.param(key, sub if isinstance(sub, Mapping) else {}, params)
+            out.append(one if key in required else {"type": "optional", "content": one})
+        return _sequence(out)
+
+    def param(
+        self,
+        key: str,
+        schema: Mapping[str, Any],
+        params: Params,
+        key_pattern: str | None = None,
+    ) -> Element:
+        text = schema_type(schema) == "string"
+        opening = params.open.replace("{string}", "true" if text else "false")
+        out: list[Element] = []
+        before, _, after = opening.partition("{key}")
+        out += self.lex.elements(before)
+        if key_pattern is not None:
+            out.append({"type": "regex", "pattern": key_pattern})
+        else:
+            out += self.lex.elements(key)
+        out += self.lex.elements(after)
+        closing = self.lex.pieces(params.close)
+        if text and isinstance(schema.get("enum"), list):
+            out.append(_either([_element(str(v)) for v in schema["enum"]]))
+            out += [_element(p) for p in closing]
+        elif text:
+            if isinstance(closing[0], int):
+                value = self.free()
+            else:
+                value = {"type": "any_text", "excludes": [*self.all_texts, params.close]}
+            out.append({"type": "tag", "begin": "", "content": value, "end": _edge(closing[0])})
+            out += [_element(p) for p in closing[1:]]
+        else:
+            out.append(
+                {
+                    "type": "json_schema",
+                    "json_schema": dict(schema) or True,
+                    "excludes": self.in_strings,
+                }
+            )
+            out += [_element(p) for p in closing]
+        out += self.lex.elements(params.after)
+        return _sequence(out)
+
+
+def build_format(
+    fmt: Format,
+    shape: Shape,
+    specs: Sequence[ToolSpec],
+    choice: str,
+    *,
+    parallel: bool,
+    lex: Lexicon,
+    in_reasoning: bool,
+    exclude: bool,
+) -> Element:
+    """The structural tag's `format` object for one request. `exclude`: argument
+    strings may not hold the call's delimiters."""
+    builder = _Builder(fmt, shape, lex, parallel, exclude)
+    suffix = builder.choice(choice, specs)
+    prefix = builder.reasoning(in_reasoning)
+    if prefix is None:
+        return suffix
+    return {"type": "sequence", "elements": [prefix, suffix]}

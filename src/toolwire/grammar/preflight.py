@@ -1,0 +1,79 @@
+"""Preflight: compile a tag with XGrammar (when installed) before it is sent.
+
+Optional dependency: the `grammar` extra (`xgrammar`, which imports torch). Without
+it `available()` is False and `check()` returns None (nothing to report): the tag is
+sent unchecked. With it, `check()` builds the grammar from the tag
+(`xgrammar.Grammar.from_structural_tag`: parses the tag and converts every schema,
+which is where tags fail) and returns the error text, or None when it compiles.
+Results are cached by the tag's JSON text, so a repeated tool set costs one lookup.
+
+`tokenizer_info()` builds XGrammar's view of a toolwire `Tokenizer` (for engines and
+tests that compile token masks); it is cached per tokenizer object.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from functools import lru_cache
+from typing import Any
+
+from toolwire.tokenizer import Tokenizer
+
+__all__ = ["available", "check", "compiler", "tokenizer_info"]
+
+
+@lru_cache(maxsize=1)
+def _xgrammar() -> Any:
+    try:
+        return importlib.import_module("xgrammar")
+    except ImportError:
+        return None
+
+
+def available() -> bool:
+    """True when XGrammar can be imported."""
+    return _xgrammar() is not None
+
+
+def check(tag: dict[str, Any]) -> str | None:
+    """XGrammar's error for this tag, or None when it compiles (or XGrammar is absent)."""
+    if _xgrammar() is None:
+        return None
+    return _check_text(json.dumps(tag, sort_keys=True, ensure_ascii=False))
+
+
+@lru_cache(maxsize=512)
+def _check_text(text: str) -> str | None:
+    xgr = _xgrammar()
+    try:
+        xgr.Grammar.from_structural_tag(text)
+    except Exception as exc:  # XGrammar raises several types; all mean "does not compile"
+        return f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+    return None
+
+
+_INFOS: dict[int, tuple[Tokenizer, Any]] = {}
+
+
+def tokenizer_info(tokenizer: Tokenizer) -> Any:
+    """`xgrammar.TokenizerInfo` for a toolwire tokenizer (requires XGrammar)."""
+    xgr = _xgrammar()
+    if xgr is None:
+        raise ImportError("xgrammar is not installed (pip install 'toolwire[grammar]')")
+    cached = _INFOS.get(id(tokenizer))
+    if cached is not None and cached[0] is tokenizer:
+        return cached[1]
+    fast = importlib.import_module("transformers").PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer.backend
+    )
+    info = xgr.TokenizerInfo.from_huggingface(
+        fast, vocab_size=tokenizer.vocab_size, stop_token_ids=sorted(tokenizer.eos_ids) or None
+    )
+    _INFOS[id(tokenizer)] = (tokenizer, info)
+    return info
+
+
+def compiler(tokenizer: Tokenizer) -> Any:
+    """An `xgrammar.GrammarCompiler` for this tokenizer (requires XGrammar)."""
+    return _xgrammar().GrammarCompiler(tokenizer_info(tokenizer), max_threads=2)

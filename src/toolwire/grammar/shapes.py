@@ -1,0 +1,101 @@
+"""What stands between a call's delimiters, per format: the only per-format grammar data.
+
+Delimiters (call, section, reasoning, marks) come from the `Format` the parser runs;
+a `Shape` adds what the grammar must write around the arguments, as text templates:
+
+    call.open  head  ARGUMENTS  tail  call.close       (calls joined by `separator`)
+
+`head` holds `{name}` (the tool's name) and may hold `{index}` (a call index, digits).
+Any delimiter text inside a template (a mark such as `<｜tool▁sep｜>`) becomes the
+delimiter's token when the tag is token-level. ARGUMENTS is written in XGrammar's
+json_schema `style`; for tagged-parameter styles whose tags are tokens (GLM, DSML),
+`params` describes each parameter so the grammar can name those tokens by id.
+
+Adding a format is one entry here; the agreement tests (render -> accepted, grammar
+walk -> parsed) fail for any entry that disagrees with the format's parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["SHAPES", "UNSUPPORTED", "Params", "Shape"]
+
+
+@dataclass(frozen=True)
+class Params:
+    """One tagged parameter: `open` VALUE `close` `after`.
+
+    `open` holds `{key}` and may hold `{string}` ("true" for a text value, "false" for
+    JSON, as DSML's attribute says). Values typed `string` by the schema are raw text;
+    every other value is JSON (the parser types values the same way).
+    """
+
+    open: str
+    close: str
+    after: str = ""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The text a format writes around one call's arguments."""
+
+    head: str
+    tail: str = ""
+    #: XGrammar json_schema style of the arguments.
+    style: str = "json"
+    #: "json": the name is written inside a JSON string (escaped); "raw": as is.
+    name: Literal["json", "raw"] = "raw"
+    #: Between consecutive calls.
+    separator: str = "\n"
+    #: Right after section.open and right before section.close.
+    section_text: tuple[str, str] = ("", "")
+    #: Tagged parameters written element by element (token-level tags only).
+    params: Params | None = None
+
+
+_HERMES = Shape(head='\n{"name": "{name}", "arguments": ', tail="}\n", name="json")
+_DSML = "｜DSML｜"
+_DSML_SHAPE = Shape(
+    head='{name}">\n',
+    style="deepseek_xml",
+    separator="\n",
+    section_text=("\n", "\n"),
+    params=Params(
+        open=f'<{_DSML}parameter name="{{key}}" string="{{string}}">',
+        close=f"</{_DSML}parameter>",
+        after="\n",
+    ),
+)
+
+#: format name -> its shape.
+SHAPES: dict[str, Shape] = {
+    "hermes": _HERMES,
+    "qwen3": _HERMES,
+    "qwen3_coder": Shape(head="\n<function={name}>", tail="</function>\n", style="qwen_xml"),
+    "deepseek_v3": Shape(head="function<｜tool▁sep｜>{name}\n```json\n", tail="\n```"),
+    "deepseek_v31": Shape(head="{name}<｜tool▁sep｜>", separator=""),
+    "deepseek_v32": _DSML_SHAPE,
+    "deepseek_v4": _DSML_SHAPE,
+    "kimi_k2": Shape(head="functions.{name}:{index}<|tool_call_argument_begin|>", separator=""),
+    "glm45": Shape(
+        head="{name}",
+        tail="\n",
+        style="glm_xml",
+        params=Params(open="\n<arg_key>{key}</arg_key>\n<arg_value>", close="</arg_value>"),
+    ),
+    "glm47": Shape(
+        head="{name}",
+        style="glm_xml",
+        separator="",
+        params=Params(open="<arg_key>{key}</arg_key><arg_value>", close="</arg_value>"),
+    ),
+    # The call has no closing delimiter: its body ends itself at `</invoke>`.
+    "minimax_m2": Shape(
+        head='{name}">', tail="</invoke>", style="minimax_xml", section_text=("\n", "\n")
+    ),
+}
+
+#: format name -> why no structural tag is built for it.
+UNSUPPORTED: dict[str, str] = {}
