@@ -44,6 +44,8 @@ GROUPS = ("bfcl", "echo", "chunking", "fuzz")
 _PROSE = "Let me look that up for you."
 _AFTER = "The tool result quoted this text:"
 _REASONING = "The user asks for {}. I will call the tool."
+#: The one tool fuzz cases declare (their random calls name `f`).
+_FUZZ_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 _MARK = "\x00"  # stands for ids spliced into a rendered text
 _PLAIN_VALUE = re.compile(r"^[A-Za-z][A-Za-z0-9 ]{5,}$")
 
@@ -287,7 +289,7 @@ class _Builder:
             # no other added token may.
             kept = [i for i in ids if i not in self.tok.added_ids or i in structural]
             allowed = self.tok.decode(kept)
-            yield self.case("fuzz", str(n), ids, [], None, allowed=allowed)
+            yield self.case("fuzz", str(n), ids, [_FUZZ_TOOL], None, allowed=allowed)
 
 
 def generate(
@@ -311,8 +313,12 @@ def generate(
         for entries in picked.values():
             out += builder.echo(entries[: max(1, limit // 2)])
     if "chunking" in groups:
-        few = [entries[0] for entries in picked.values() if entries][:2]
-        chunked = list(builder.bfcl(few)) + [c for e in few for c in builder._adversarial(e)]
+        # Exhaustive sweeps cost one run per split: a BFCL output with parallel calls, and
+        # the adversarial kinds where chunking bugs show (mixed, nested, truncated).
+        few = (picked.get("parallel") or next(iter(picked.values()), []))[:1]
+        sweep_kinds = ("mixed", "nested", "truncated")
+        chunked = list(builder.bfcl(few))
+        chunked += [c for e in few for c in builder._adversarial(e) if c.kind in sweep_kinds]
         for case in chunked:
             case.id = f"chunking/{case.id}"
             case.chunkings = sweeps.exhaustive(len(case.ids), rng)

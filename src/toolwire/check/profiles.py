@@ -52,9 +52,11 @@ PROFILES: dict[str, Profile] = {
         "qwen3", PeerSpec("qwen3_coder", "qwen3"), PeerSpec("qwen3_coder", "qwen3")
     ),
     "deepseek_v3": Profile("deepseek_v3", PeerSpec("deepseek_v3"), PeerSpec("deepseekv3")),
+    # vLLM's deepseek_v3 reasoning parser needs <think> ids, which the offline DeepSeek
+    # V3 vocabulary lacks (V3.1's has them): vLLM runs without a reasoning parser here.
     "deepseek_v31": Profile(
         "deepseek_v3",
-        PeerSpec("deepseek_v31", "deepseek_v3", template_kwargs=_THINK),
+        PeerSpec("deepseek_v31"),
         PeerSpec("deepseekv31", "deepseek-v3", template_kwargs=_THINK),
     ),
     "deepseek_v32": Profile(

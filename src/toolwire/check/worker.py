@@ -153,10 +153,8 @@ class SglangRunner:
     ) -> tuple[dict[str, Any], float]:
         declared = self.tools(tools)
         took = 0.0
-        start = time.perf_counter()
         rp = self.reasoner(True)
         parser = self._fc_cls(tools=declared, tool_call_parser=self.spec["tool"])
-        took += time.perf_counter() - start
         content: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, list[str]] = {}
