@@ -39,7 +39,9 @@ from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reaso
 from toolwire.grammar.schema import normalize
 from toolwire.grammar.shapes import SHAPES
 
-SUPPORTED = [name for name in formats.names() if name in SHAPES]
+#: Mistral's test tokenizer is mistral-common's (no `tokenizers` backend), from which
+#: XGrammar's TokenizerInfo cannot be built here; its tag is checked in test_grammar.py.
+SUPPORTED = [name for name in formats.names() if name in SHAPES and name != "mistral"]
 _STEP = 10
 _WALK_SETS = 10
 _WALKS_PER_SET = 28
@@ -50,8 +52,10 @@ def _schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {t["name"]: normalize(t.get("parameters"))[0] for t in tools}
 
 
-def _ordered(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+def _ordered(args: Mapping[str, Any], schema: Mapping[str, Any], fmt: str) -> dict[str, Any]:
     order = list(schema.get("properties") or {})
+    if SHAPES[fmt].sort_keys:
+        order.sort()
     return {k: args[k] for k in sorted(args, key=lambda k: order.index(k) if k in order else 0)}
 
 
@@ -79,7 +83,7 @@ def test_ground_truth_is_accepted(fmt: str) -> None:
         except (jsonschema.ValidationError, KeyError):
             invalid += 1
             continue
-        ordered = [(name, _ordered(args, schemas[name])) for name, args in calls]
+        ordered = [(name, _ordered(args, schemas[name], fmt)) for name, args in calls]
         assert not any(d in json.dumps(ordered) for d in spec.delimiters)
         text = spec.render_output(calls=ordered)
         for policy in [_FAST] + ([GrammarPolicy()] if n % 25 == 0 else []):
@@ -120,15 +124,19 @@ def test_walks_parse_into_valid_calls(fmt: str) -> None:
         i for d in spec.delimiters for i in tok.encode(d) if i in tok.added_ids and i not in prefer
     )
     # Tokens that spell the ends of values and bodies (XML styles close values in text).
-    enders = ["</parameter>", SHAPES[fmt].tail, '"', "}", "]"]
+    enders = ["</parameter>", SHAPES[fmt].tail, '"', "}", "]", *spec.marks]
     finish += tuple(i for text in enders if text for i in tok.encode(text, delimiters=False))
+    sequences = tuple(tuple(tok.encode(m, delimiters=False)) for m in spec.marks)
     done, disagreements = 0, []
     for case_id, tools, _ in sets:
         result = _tag(fmt, tools)
         compiled = compile_tag(result.tag or {}, tok)
         schemas = _schemas(tools)
+        # Token level: call openers are ids worth drawing often; text level: the
+        # spelled marks that close values are runs worth completing.
+        level = (prefer, ()) if result.token_level else ((), sequences)
         for _ in range(_WALKS_PER_SET):
-            ids = walk(compiled, tok, rng, prefer=prefer, finish=finish)
+            ids = walk(compiled, tok, rng, prefer=level[0], finish=finish, sequences=level[1])
             if ids is None:
                 continue
             done += 1

@@ -29,6 +29,7 @@ from toolwire.formats.spec import Format
 from toolwire.grammar.build import Lexicon, build_format
 from toolwire.grammar.policy import RELAXED, GrammarPolicy, choose, tool_specs
 from toolwire.grammar.preflight import check
+from toolwire.grammar.schema import sort_properties
 from toolwire.grammar.shapes import SHAPES, UNSUPPORTED, Shape
 from toolwire.parser import Parser
 from toolwire.tokenizer import Tokenizer
@@ -141,6 +142,8 @@ def structural_tag_with_reason(
 
     def build(relax: bool) -> dict[str, Any]:
         use = [replace(s, schema=RELAXED) for s in chosen] if relax else chosen
+        if shape.sort_keys:
+            use = [replace(s, schema=sort_properties(s.schema)) for s in use]
         body = build_format(
             fmt,
             shape,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["EMPTY_OBJECT", "normalize", "strip_lookaround"]
+__all__ = ["EMPTY_OBJECT", "normalize", "sort_properties", "strip_lookaround"]
 
 #: The schema of a tool that declares no parameters.
 EMPTY_OBJECT: Mapping[str, Any] = {"type": "object", "properties": {}}
@@ -139,3 +139,16 @@ def strip_lookaround(pattern: str) -> str:
             out.append(char)
         i += 1
     return "".join(out)
+
+
+def sort_properties(schema: Any) -> Any:
+    """`schema` with every `properties` mapping in key order (formats that sort keys)."""
+    if isinstance(schema, Mapping):
+        out = {k: sort_properties(v) for k, v in schema.items()}
+        props = out.get("properties")
+        if isinstance(props, Mapping):
+            out["properties"] = dict(sorted(props.items()))
+        return out
+    if isinstance(schema, list):
+        return [sort_properties(v) for v in schema]
+    return schema

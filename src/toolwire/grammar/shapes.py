@@ -53,6 +53,8 @@ class Shape:
     section_text: tuple[str, str] = ("", "")
     #: Tagged parameters written element by element (token-level tags only).
     params: Params | None = None
+    #: The format writes object keys sorted (Gemma's template), not in schema order.
+    sort_keys: bool = False
 
 
 _HERMES = Shape(head='\n{"name": "{name}", "arguments": ', tail="}\n", name="json")
@@ -95,7 +97,17 @@ SHAPES: dict[str, Shape] = {
     "minimax_m2": Shape(
         head='{name}">', tail="</invoke>", style="minimax_xml", section_text=("\n", "\n")
     ),
+    # Token-level tags are refused for Gemma 4: its style writes the `<|"|>` token as
+    # text inside values (see api._unnamed_marks); the text-level tag is built.
+    "gemma4": Shape(head="call:{name}", style="gemma", separator="", sort_keys=True),
+    # v11+ calls; each call repeats `[TOOL_CALLS]` and its body ends itself.
+    "mistral": Shape(head="{name}[ARGS]", separator=""),
 }
 
 #: format name -> why no structural tag is built for it.
-UNSUPPORTED: dict[str, str] = {}
+UNSUPPORTED: dict[str, str] = {
+    "llama3_json": "a call has no opening delimiter (a bare JSON object at a line start); "
+    "a trigger on '{' cannot tell a call from content",
+    "pythonic": "no grammar for Python call lists is built yet",
+    "gpt_oss": "harmony routes calls by a header's recipient; no grammar for headers yet",
+}
