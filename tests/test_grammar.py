@@ -269,6 +269,12 @@ def test_unknown_and_unsupported_formats_return_none_with_a_reason() -> None:
 
 
 def test_mistral_tag_compiles() -> None:
+    """Mistral's test tokenizer (mistral-common) has no `tokenizers` backend, so no
+    XGrammar TokenizerInfo: the token-level tag is only preflighted; the text-level
+    tag is matched."""
+    token = structural_tag_with_reason("mistral", TOOLS, tokenizer=cases.tokenizer("mistral"))
+    assert token.token_level and token.tag is not None and token.fallback is None
+    assert '"token": 9' in json.dumps(token.tag)  # [TOOL_CALLS] by id
     result = structural_tag_with_reason("mistral", TOOLS)
     assert result.tag is not None and result.fallback is None
     text = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'

@@ -260,7 +260,10 @@ class _Builder:
         if pair is None:
             return None
         opening, closing = pair
-        text = self.free(allowed=[closing])
+        if isinstance(self.lex.pieces(closing)[-1], int):
+            text = self.free(allowed=[closing])
+        else:  # a text end is seen only by text-level free text
+            text = {"type": "any_text", "excludes": [d for d in self.all_texts if d != closing]}
         if inside:
             closing_pieces = self.lex.pieces(closing)
             content = [text] + [_element(p) for p in closing_pieces[:-1]]
