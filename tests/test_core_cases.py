@@ -166,3 +166,19 @@ def test_cli_parse_prints_the_message_and_events(tmp_path: object) -> None:
         [*cmd, "--tokenizer", "/nonexistent"], input="x", text=True, capture_output=True
     )
     assert bad.returncode == 2 and "toolwire:" in bad.stderr
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 1000])
+def test_an_incomplete_character_before_a_delimiter_stays_outside_the_call(chunk: int) -> None:
+    tok = tokenizer_for(TOK)
+    partial = 27398  # one byte of a multi-byte character
+    assert tok.decode([partial]) == "\ufffd"
+    call = tok.encode('<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>')
+    ids = [partial, *call]
+    parser = Parser("hermes", tok, tools=TOOLS)
+    events = []
+    for start in range(0, len(ids), chunk):
+        events += parser.feed(ids[start : start + chunk])
+    msg = Message.from_events(events + parser.finish())
+    assert msg.content == "\ufffd"
+    assert [c.name for c in msg.tool_calls] == ["get_time"]

@@ -221,6 +221,8 @@ class Parser:
         for token in ids:
             form = forms.get(token)
             if form is not None:
+                if decoder.pending:  # an incomplete character ends before a delimiter
+                    parts.append(decoder.flush())
                 parts.append(form)
             elif token not in drop:
                 parts.append(decoder.step(token))
