@@ -20,6 +20,8 @@ from toolwire.syntax.jsonscan import STRING, JsonValue
 __all__ = ["JsonEnvelope"]
 
 _WS = " \t\r\n"
+_DECODER = json.JSONDecoder()
+_UNPARSED = object()
 
 
 class _Phase(Enum):
@@ -50,6 +52,9 @@ class JsonEnvelope:
         self._pending: list[str] = []  # argument text not yet taken
         self._args: str | None = None  # the complete arguments text
         self._error = ""
+        self._parsed: object = _UNPARSED  # the arguments, when parsed whole
+        self._value_end = 0
+        self._tried = False  # the current value was offered to `_whole_value`
 
     def feed(self, text: str) -> int:
         if self.done:
@@ -67,6 +72,9 @@ class JsonEnvelope:
         while pos < size and not self._error and not self.done:
             phase = self._phase
             if phase is _Phase.VALUE:
+                if not self._tried and self._whole_value(buf, pos):
+                    pos = self._value_end
+                    continue
                 end = pos + self._value.feed(buf[pos:])
                 self._take(buf[pos:end])
                 pos = end
@@ -101,7 +109,7 @@ class JsonEnvelope:
                     self._error = "expected ':' in the call object"
                     break
                 self._phase, pos = _Phase.VALUE, pos + 1
-                self._value = JsonValue()
+                self._value, self._tried = JsonValue(), False
                 self._raw = []
             elif phase is _Phase.AFTER:
                 if char == ",":
@@ -134,6 +142,28 @@ class JsonEnvelope:
         self._raw.append(text)
         if self._key in self.argument_keys and self._args is None:
             self._pending.append(text)
+
+    def _whole_value(self, buf: str, pos: int) -> bool:
+        """A value whose text is all here is parsed once, in C (`raw_decode`); else the
+        incremental scan takes it. Tried once per value, so streaming stays linear."""
+        start = pos
+        while start < len(buf) and buf[start] in _WS:
+            start += 1
+        if start == len(buf):
+            return False
+        self._tried = True
+        try:
+            parsed, end = _DECODER.raw_decode(buf, start)
+        except ValueError:
+            return False
+        if end == len(buf) and buf[start] not in '{["':
+            return False  # a number or literal at the end of the text may go on
+        self._value_end = end
+        self._take(buf[start:end])
+        if self._key in self.argument_keys and self._args is None:
+            self._parsed = parsed
+        self._value_done()
+        return True
 
     def _value_done(self) -> None:
         raw = "".join(self._raw)
@@ -169,9 +199,11 @@ class JsonEnvelope:
         if self._args is None:
             self._args = "{}"
             self._pending.append("{}")
-        try:
-            value = json.loads(self._args)
-        except ValueError as exc:
-            raise Reject(f"the arguments are not valid JSON ({exc})") from None
+        value = self._parsed
+        if value is _UNPARSED:
+            try:
+                value = json.loads(self._args)
+            except ValueError as exc:
+                raise Reject(f"the arguments are not valid JSON ({exc})") from None
         if not isinstance(value, dict):
             raise Reject("the arguments are not a JSON object")
