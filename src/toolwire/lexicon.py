@@ -3,7 +3,7 @@
 Data flow::
 
     (Format, Tokenizer)            -> Lexicon     which delimiters are token ids here
-    (Lexicon, mode, streaming)     -> Tables      what each parser state searches for
+    (Lexicon, mode)                -> Tables      what each parser state searches for
 
 Both are pure functions of their inputs, so they are memoized on the tokenizer
 (`Tokenizer.memo`): building a `Parser` per request then costs a dictionary lookup,
@@ -172,19 +172,19 @@ class Tables:
     fast: frozenset[State]
 
 
-def tables(fmt: Format, tokenizer: Tokenizer | None, mode: str, streaming: bool) -> Tables:
+def tables(fmt: Format, tokenizer: Tokenizer | None, mode: str) -> Tables:
     """The search tables for a parser (memoized on the tokenizer when there is one)."""
-    key = ("tables", fmt, mode, streaming)
+    key = ("tables", fmt, mode)
     if tokenizer is not None:
         found = tokenizer.memo.get(key)
         if found is None:
-            found = tokenizer.memo[key] = _tables(fmt, lexicon(fmt, tokenizer), mode, streaming)
+            found = tokenizer.memo[key] = _tables(fmt, lexicon(fmt, tokenizer), mode)
         assert isinstance(found, Tables)
         return found
-    return _tables(fmt, lexicon(fmt, None), mode, streaming)
+    return _tables(fmt, lexicon(fmt, None), mode)
 
 
-def _tables(fmt: Format, lex: Lexicon, mode: str, streaming: bool) -> Tables:
+def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
     gated = mode == "ids" and lex.gated_forms is not None
     if gated:
         assert lex.gated_forms is not None
@@ -229,7 +229,6 @@ def _tables(fmt: Format, lex: Lexicon, mode: str, streaming: bool) -> Tables:
         state
         for state, scanner in scanners.items()
         if scanner.sentinel_led
-        and (state is not State.CALL or (c_close is not None and not streaming))
         and state is not State.HEADER
         and not (state is State.CONTENT and fmt.anchor is not None)
     )

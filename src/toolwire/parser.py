@@ -210,11 +210,10 @@ class Parser:
                     self._content.add(text, out)
                 elif state is State.REASONING:
                     self._reasoning.add(text, out)
-                else:
-                    call = self._call
-                    assert call is not None
-                    call.raw.append(text)
-                    call.body.append(text)
+                else:  # what the scan would do with text holding no delimiter
+                    stop = self._route(text, 0, len(text), out)
+                    if stop < len(text):  # a self-ending body ended: the rest is scanned
+                        self._run(text[stop:], out)
                 return out
         forms, drop = self._id_forms, self._drop
         parts: list[str] = []
@@ -271,7 +270,7 @@ class Parser:
         if self._mode is not None:
             raise UsageError("do not mix feed() and feed_text() on one parser")
         self._mode = mode
-        t = tables(self.format, self.tokenizer, mode, self.stream_arguments)
+        t = tables(self.format, self.tokenizer, mode)
         self._id_forms, self._to_literal, self._stray = t.id_forms, t.to_literal, t.stray
         self._r_opens, self._r_closes = t.r_opens, t.r_closes
         self._s_open, self._s_close = t.s_open, t.s_close
