@@ -102,6 +102,7 @@ def walk(
     prefer: tuple[int, ...] = (),
     finish: tuple[int, ...] = (),
     sequences: tuple[tuple[int, ...], ...] = (),
+    openers: tuple[tuple[int, ...], ...] = (),
     budget: int = 30,
     limit: int = 500,
 ) -> list[int] | None:
@@ -109,11 +110,13 @@ def walk(
 
     `prefer`: ids drawn more often early (call openers), never once past `budget`;
     `finish`: ids drawn more often past `budget` (closing delimiters); `sequences`: id
-    runs past `budget` continued once begun (texts that close values, spelled)."""
+    runs past `budget` continued once begun (texts that close values, spelled);
+    `openers`: id runs begun now and then before `budget` (a text-level call opener,
+    spelled, which random tokens would almost never write)."""
     matcher = xgr.GrammarMatcher(compiled)
     size = tokenizer.vocab_size
     bitmask = xgr.allocate_token_bitmask(1, size)
-    stops = set(tokenizer.eos_ids)
+    stops = set(tokenizer.eos_ids) or set(compiled.tokenizer_info.stop_token_ids)
     whole, closers = _pools(tokenizer)
     out: list[int] = []
     pending: list[int] = []
@@ -128,10 +131,15 @@ def walk(
         if stop and (late or rng.random() < 0.03):
             return out
         wanted = [p for p in (finish if late else prefer) if bits[p]]
+        if pending and not bits[pending[0]]:
+            pending = []
+        if not late and openers and not pending and rng.random() < 0.1:
+            begun = [q for q in openers if bits[q[0]]]
+            pending = list(rng.choice(begun)) if begun else []
         if late and not (pending and bits[pending[0]]):
             begun = [q for q in sequences if bits[q[0]]]
             pending = list(rng.choice(begun)) if begun and rng.random() < 0.5 else []
-        if late and pending and bits[pending[0]]:
+        if pending and bits[pending[0]]:
             choice = pending.pop(0)
         elif wanted and rng.random() < (0.7 if late else 0.15):
             choice = rng.choice(wanted)
@@ -145,5 +153,7 @@ def walk(
             return out
         if not matcher.accept_token(choice):
             raise AssertionError(f"the matcher refused an allowed token {choice}")
+        if matcher.is_terminated():  # a stop token XGrammar detected (no eos_ids known)
+            return out
         out.append(choice)
     return None

@@ -15,7 +15,14 @@ import pytest
 from tests import cases
 from tests.conftest import tokenizer_for
 from tests.grammar_support import accepts, bfcl, compile_tag, xgr
-from toolwire import GrammarPolicy, formats, structural_tag, structural_tag_with_reason
+from toolwire import (
+    GrammarPolicy,
+    Message,
+    Parser,
+    formats,
+    structural_tag,
+    structural_tag_with_reason,
+)
 from toolwire.errors import UsageError
 from toolwire.grammar import legacy_structural_tag, normalize
 from toolwire.grammar.preflight import check
@@ -253,11 +260,6 @@ def test_unknown_and_unsupported_formats_return_none_with_a_reason() -> None:
     unknown = structural_tag_with_reason("no_such_format", TOOLS)
     assert unknown.tag is None and unknown.fallback == "unknown_format"
     assert "no_such_format" in unknown.reasons[0]
-    for name in ("llama3_json", "pythonic", "gpt_oss"):
-        if name in formats.names():
-            result = structural_tag_with_reason(name, TOOLS)
-            assert result.tag is None and result.fallback == "unsupported_format", name
-            assert result.reasons
     # Token level needs every delimiter the grammar writes to be named by id.
     gemma = structural_tag_with_reason("gemma4", TOOLS, tokenizer=cases.tokenizer("gemma4"))
     assert gemma.tag is None and gemma.fallback == "unsupported_format"
@@ -266,6 +268,96 @@ def test_unknown_and_unsupported_formats_return_none_with_a_reason() -> None:
     )
     assert dsml.tag is None and "begins with text" in dsml.reasons[-1]
     assert structural_tag("deepseek_v4", TOOLS) is not None  # text level
+
+
+# -- formats built whole: pythonic, llama3_json, gpt_oss -----------------------------
+
+
+def _whole(fmt: str, text: str, **kw: Any) -> bool:
+    tok = cases.tokenizer(fmt)
+    kw.setdefault("policy", FAST)
+    result = structural_tag_with_reason(fmt, kw.pop("tools", TOOLS), tokenizer=tok, **kw)
+    assert result.tag is not None, result.reasons
+    assert result.token_level == (fmt == "gpt_oss")
+    return accepts(compile_tag(result.tag, tok), tok.encode(text))
+
+
+NAMED_TIME = {"type": "function", "function": {"name": "get_time"}}
+
+
+def test_pythonic_choices() -> None:
+    one, two = '[get_weather(city="Paris")]', '[get_weather(city="Paris", days=3), get_time()]'
+    assert _whole("pythonic", two) and _whole("pythonic", "Sure:\n" + one)
+    assert _whole("pythonic", "Just text.")
+    assert not _whole("pythonic", "Text [get_time()]")  # calls only at a line start
+    assert not _whole("pythonic", "[get_weather(days=3)]")  # `city` is required
+    assert not _whole("pythonic", "[get_weather(city=3)]")  # typed by the schema
+    assert not _whole("pythonic", '[get_weather(days=3, city="Paris")]')  # schema order
+    assert not _whole("pythonic", "[get_time(x=1)]")
+    assert not _whole("pythonic", "Text\n" + one, tool_choice="required")
+    assert _whole("pythonic", two, tool_choice="required")
+    assert not _whole("pythonic", two, tool_choice="required", parallel_tool_calls=False)
+    assert _whole("pythonic", "[get_time()]", tool_choice=NAMED_TIME)
+    assert not _whole("pythonic", one, tool_choice=NAMED_TIME)
+    assert not _whole("pythonic", one, tool_choice="none")
+    literals = '[get_weather(city="a\\"b", days=-3)]'
+    assert _whole("pythonic", literals)
+
+
+def test_pythonic_reports_unenforced_keywords() -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {
+                "type": "object",
+                "properties": {"n": {"type": "integer", "maximum": 9}},
+            },
+        },
+    }
+    result = structural_tag_with_reason("pythonic", [tool])
+    assert result.tag is not None
+    assert any("not enforced" in r and "n.maximum" in r for r in result.reasons)
+
+
+def test_llama3_json_choices() -> None:
+    one = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    two = one + '; {"name": "get_time", "parameters": {}}'
+    assert _whole("llama3_json", two) and _whole("llama3_json", "Sure:\n" + one)
+    assert not _whole("llama3_json", 'Text {"a": 1}')  # `{` opens calls only at a line start
+    assert not _whole("llama3_json", '{"name": "get_weather", "parameters": {"days": 2}}')
+    assert _whole("llama3_json", two, tool_choice="required")
+    assert not _whole("llama3_json", two, tool_choice="required", parallel_tool_calls=False)
+    assert not _whole("llama3_json", one, tool_choice=NAMED_TIME)
+    assert not _whole("llama3_json", one, tool_choice="none")
+
+
+def test_gpt_oss_choices_and_header_forms() -> None:
+    sep = "<|start|>assistant"
+    call = (
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "P"}'
+    )
+    call += "<|call|>"
+    time = "<|channel|>commentary to=functions.get_time<|constrain|>json<|message|>{}<|call|>"
+    first = sep + " to=functions.get_time<|channel|>commentary json<|message|>{}<|call|>"
+    analysis = "<|channel|>analysis<|message|>Think.<|end|>"
+    final = "<|channel|>final<|message|>Hello."
+    assert _whole("gpt_oss", analysis + sep + call + sep + time)
+    assert _whole("gpt_oss", call + first)
+    assert not _whole("gpt_oss", first.removeprefix(sep))  # the parser reads that as text
+    assert _whole("gpt_oss", analysis + sep + final + "<|return|>")
+    assert _whole("gpt_oss", final)
+    assert not _whole("gpt_oss", final, tool_choice="required")
+    assert not _whole("gpt_oss", call + sep + time, parallel_tool_calls=False)
+    assert _whole("gpt_oss", time, tool_choice=NAMED_TIME)
+    assert not _whole("gpt_oss", call, tool_choice=NAMED_TIME)
+    assert not _whole("gpt_oss", call, tool_choice="none")
+    assert not _whole("gpt_oss", call.replace('"P"', "3"))
+    # Token level: a header spelled from ordinary ids is not a header.
+    tok = cases.tokenizer("gpt_oss")
+    tag = structural_tag("gpt_oss", TOOLS, tokenizer=tok, policy=FAST)
+    assert tag is not None
+    assert not accepts(compile_tag(tag, tok), tok.encode(call, delimiters=False))
 
 
 def test_mistral_tag_compiles() -> None:
@@ -315,6 +407,7 @@ def test_legacy_shape_for_json_argument_formats() -> None:
 
 #: our format -> XGrammar's built-in model style.
 BUILTIN = {
+    "llama3_json": "llama",
     "hermes": "qwen_3",
     "qwen3": "qwen_3",
     "qwen3_coder": "qwen_3_coder",
@@ -375,3 +468,62 @@ def test_ours_accepts_what_the_builtin_accepts(fmt: str) -> None:
         builtin_only += results[0] and not results[1]
         ours_only += results[1] and not results[0]
     assert both >= 10 and builtin_only == 0, (fmt, both, builtin_only, ours_only)
+
+
+def _in_order(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments in the schema's property order (both grammars enforce it)."""
+    order = list(schema.get("properties") or {})
+    return dict(sorted(args.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 0))
+
+
+def test_harmony_builtin_header_forms() -> None:
+    """XGrammar's built-in harmony template writes three call headers; on BFCL ground
+    truth (text level) ours accepts every string it accepts, except one explained
+    difference: the built-in allows a recipient-first header (` to=functions.f
+    <|channel|>commentary ...`) as the very first message, which the parser reads as
+    content (the prompt's `<|start|>assistant` header has ended), so ours requires
+    `<|start|>assistant` before it (and then accepts it, and the parser reads the calls).
+    """
+    sep = "<|start|>assistant"
+    forms = (
+        "<|channel|>commentary to=functions.{n}<|constrain|>json<|message|>{a}<|call|>",
+        " to=functions.{n}<|channel|>commentary <|constrain|>json<|message|>{a}<|call|>",
+        " to=functions.{n}<|channel|>commentary json<|message|>{a}<|call|>",
+    )
+    vocab = sorted({chr(i) for i in range(32, 127)} | {"\n"})
+    compiler = xgr.GrammarCompiler(xgr.TokenizerInfo(vocab))
+    tok = cases.tokenizer("gpt_oss")
+
+    def matches(tag: str, text: str) -> bool:
+        compiled = compiler.compile_grammar(xgr.Grammar.from_structural_tag(tag))
+        matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+        return bool(matcher.accept_string(text) and matcher.is_completed())
+
+    checked = 0
+    for _, tools, calls in bfcl()[::40]:
+        schemas = {t["name"]: normalize(t.get("parameters"))[0] for t in tools}
+        normal = [
+            {"type": "function", "function": {"name": n, "parameters": sch}}
+            for n, sch in schemas.items()
+        ]
+        builtin = xgr.get_model_structural_tag(
+            "harmony", tools=normal, reasoning="disabled", tool_choice="auto"
+        ).model_dump_json()
+        wrapped = [{"type": "function", "function": t} for t in tools]
+        ours = json.dumps(structural_tag("gpt_oss", wrapped, policy=FAST))
+        for n, form in enumerate(forms):
+            text = sep.join(
+                form.format(n=name, a=json.dumps(_in_order(args, schemas[name])))
+                for name, args in calls
+            )
+            # Ground truth outside its own schema (BFCL is loose) is rejected by both.
+            if not set(text) <= set(vocab) or not matches(builtin, text):
+                continue
+            assert matches(ours, text) == (n == 0), (n, text)
+            if n:
+                assert matches(ours, sep + text)
+                parsed = Parser("gpt_oss", tok, tools=wrapped)
+                events = parsed.feed(tok.encode(sep + text)) + parsed.finish()
+                assert len(Message.from_events(events).tool_calls) == len(calls)
+            checked += 1
+    assert checked >= 30, checked

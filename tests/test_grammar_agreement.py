@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,16 +37,25 @@ from tests import cases
 from tests.grammar_support import accepts, bfcl, compile_tag, walk
 from toolwire import Message, Parser, Tokenizer, formats
 from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
+from toolwire.grammar.anchored import ANCHORED
+from toolwire.grammar.api import WHOLE
 from toolwire.grammar.schema import normalize
-from toolwire.grammar.shapes import SHAPES
+from toolwire.grammar.shapes import SHAPES, Shape
 
 #: Mistral's test tokenizer is mistral-common's (no `tokenizers` backend), from which
 #: XGrammar's TokenizerInfo cannot be built here; its tag is checked in test_grammar.py.
-SUPPORTED = [name for name in formats.names() if name in SHAPES and name != "mistral"]
+SUPPORTED = [
+    name for name in formats.names() if (name in SHAPES or name in WHOLE) and name != "mistral"
+]
 _STEP = 10
 _WALK_SETS = 10
 _WALKS_PER_SET = 28
 _FAST = GrammarPolicy(exclude_delimiters=False)
+_NO_SHAPE = Shape(head="")
+#: Text-level Gemma 4: when its walks begin the spelled call opener, fewer than half end
+#: within the walk's limit (122 of 280), so its walks exercise free text only; its calls
+#: are covered by the ground-truth pass.
+_UNREACHED = {"gemma4"}
 
 
 def _schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -54,7 +64,7 @@ def _schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _ordered(args: Mapping[str, Any], schema: Mapping[str, Any], fmt: str) -> dict[str, Any]:
     order = list(schema.get("properties") or {})
-    if SHAPES[fmt].sort_keys:
+    if SHAPES.get(fmt, _NO_SHAPE).sort_keys:
         order.sort()
     return {k: args[k] for k in sorted(args, key=lambda k: order.index(k) if k in order else 0)}
 
@@ -103,8 +113,15 @@ def _parse(fmt: str, tok: Tokenizer, tools: Any, ids: list[int], token_level: bo
     return Message.from_events(parser.feed_text(tok.decode(ids)) + parser.finish())
 
 
-def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool) -> int:
+def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: list[str]) -> int:
     """How many calls the grammar opened in this output."""
+    if fmt == "gpt_oss":  # only a call ends with <|call|>
+        return ids.count(tok.encode("<|call|>")[0])
+    if fmt == "llama3_json":
+        return tok.decode(ids).count('{"name": "')
+    if fmt == "pythonic":
+        alternatives = "|".join(re.escape(n) for n in names)
+        return len(re.findall(rf"(?:\[|, )(?:{alternatives})\(", tok.decode(ids)))
     opener = formats.get(fmt).call[0]
     first = tok.encode(opener)[0]
     if token_level and first in tok.added_ids:
@@ -124,25 +141,48 @@ def test_walks_parse_into_valid_calls(fmt: str) -> None:
         i for d in spec.delimiters for i in tok.encode(d) if i in tok.added_ids and i not in prefer
     )
     # Tokens that spell the ends of values and bodies (XML styles close values in text).
-    enders = ["</parameter>", SHAPES[fmt].tail, '"', "}", "]", *spec.marks]
+    enders = ["</parameter>", SHAPES.get(fmt, _NO_SHAPE).tail, '"', "}", "]", *spec.marks]
+    enders += [")"] if fmt == "pythonic" else []
     finish += tuple(i for text in enders if text for i in tok.encode(text, delimiters=False))
     sequences = tuple(tuple(tok.encode(m, delimiters=False)) for m in spec.marks)
-    done, disagreements = 0, []
-    for case_id, tools, _ in sets:
-        result = _tag(fmt, tools)
+    done, called, disagreements = 0, 0, []
+    for n, (case_id, tools, _) in enumerate(sets):
+        # Line-anchored calls open only at a line start: every other set is walked
+        # with tool_choice "required" so that enough walks reach the calls.
+        required = fmt in ANCHORED and n % 2 == 1
+        result = _tag(fmt, tools, tool_choice="required" if required else "auto")
         compiled = compile_tag(result.tag or {}, tok)
         schemas = _schemas(tools)
         # Token level: call openers are ids worth drawing often; text level: the
         # spelled marks that close values are runs worth completing.
+        # Line-anchored formats: the list's first character opens the calls.
         level = (prefer, ()) if result.token_level else ((), sequences)
+        # Text level: the entry delimiter, spelled, is begun now and then (random
+        # tokens alone almost never write it). Not for Gemma 4 (see _UNREACHED).
+        openers = tuple(
+            tuple(tok.encode(d, delimiters=False))
+            for d in entries[:1]
+            if not result.token_level and fmt not in _UNREACHED
+        )
+        if fmt in ANCHORED:
+            level = (tuple(tok.encode(ANCHORED[fmt], delimiters=False)), ())
         for _ in range(_WALKS_PER_SET):
-            ids = walk(compiled, tok, rng, prefer=level[0], finish=finish, sequences=level[1])
+            ids = walk(
+                compiled,
+                tok,
+                rng,
+                prefer=level[0],
+                finish=finish,
+                sequences=level[1],
+                openers=openers,
+            )
             if ids is None:
                 continue
             done += 1
             message = _parse(fmt, tok, tools, ids, result.token_level)
             problems = []
-            opened = _opened(fmt, tok, ids, result.token_level)
+            opened = _opened(fmt, tok, ids, result.token_level, list(schemas))
+            called += opened > 0
             if len(message.tool_calls) != opened:
                 problems.append(f"{len(message.tool_calls)} calls, grammar opened {opened}")
             for call in message.tool_calls:
@@ -154,3 +194,5 @@ def test_walks_parse_into_valid_calls(fmt: str) -> None:
                 disagreements.append((case_id, problems, tok.decode(ids)))
     assert done >= 200, done
     assert not disagreements, disagreements[:3]
+    if fmt not in _UNREACHED:
+        assert called >= done // 4, (called, done)  # the walks reach the calls

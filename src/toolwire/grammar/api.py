@@ -4,7 +4,8 @@ Data flow of one request::
 
     format name + tools + tool_choice + policy
         -> policy: constrain at all? which schema per tool (normalized / relaxed)
-        -> shape lookup (grammar data per format) and token level (Parser.gated)
+        -> shape lookup (grammar data per format) and token level (Parser.gated);
+           pythonic / llama3_json (`anchored`) and gpt_oss (`harmony`) are built whole
         -> build_format() -> {"type": "structural_tag", "format": ...}
         -> preflight (XGrammar, when installed); on failure the documented fallback:
            auto -> no constraint; required/named -> the native envelope with any
@@ -26,13 +27,19 @@ from typing import Any
 from toolwire import formats
 from toolwire.errors import UsageError
 from toolwire.formats.spec import Format
+from toolwire.grammar.anchored import ANCHORED, anchored_format, unenforced_reasons
 from toolwire.grammar.build import Lexicon, build_format
+from toolwire.grammar.harmony import harmony_format
 from toolwire.grammar.policy import RELAXED, GrammarPolicy, choose, tool_specs
 from toolwire.grammar.preflight import check
 from toolwire.grammar.schema import sort_properties
 from toolwire.grammar.shapes import SHAPES, UNSUPPORTED, Shape
 from toolwire.parser import Parser
 from toolwire.tokenizer import Tokenizer
+
+#: Formats whose tag is built whole rather than from a `Shape` (no call delimiters
+#: around the arguments): line-anchored lists (`anchored`) and harmony headers.
+WHOLE = frozenset({*ANCHORED, "gpt_oss"})
 
 __all__ = ["TagResult", "legacy_structural_tag", "structural_tag", "structural_tag_with_reason"]
 
@@ -100,7 +107,7 @@ def structural_tag_with_reason(
     except UsageError as exc:
         return TagResult(None, (str(exc),), "unknown_format")
     shape = SHAPES.get(fmt.name)
-    if shape is None:
+    if shape is None and fmt.name not in WHOLE:
         why = UNSUPPORTED.get(fmt.name, "no structural tag is defined for this format")
         return TagResult(None, (f"format {fmt.name!r}: {why}",), "unsupported_format")
     specs, reasons = tool_specs(tools or [], policy)
@@ -122,7 +129,9 @@ def structural_tag_with_reason(
     token_level = tokenizer is not None and Parser(fmt, tokenizer).gated
     if tokenizer is not None and not token_level:
         reasons.append(f"{fmt.name}: delimiters are not single tokens here; text-level tag")
-    unnamed = _unnamed_marks(fmt, shape) if token_level else []
+    if shape is None:
+        reasons += unenforced_reasons(fmt.name, specs)
+    unnamed = _unnamed_marks(fmt, shape) if token_level and shape is not None else []
     if unnamed:
         why = (
             f"format {fmt.name!r}: the argument syntax writes the token(s) {unnamed} "
@@ -131,7 +140,7 @@ def structural_tag_with_reason(
         return TagResult(None, (*reasons, why), "unsupported_format", token_level)
     lex = Lexicon(fmt, tokenizer, token_level)
     entry = fmt.section[0] if fmt.section else fmt.call[0]
-    if token_level and not isinstance(lex.pieces(entry)[0], int):
+    if token_level and shape is not None and not isinstance(lex.pieces(entry)[0], int):
         why = (
             f"format {fmt.name!r}: {entry!r} begins with text before its token, so a "
             "token-level trigger cannot be built (pass no tokenizer for a text-level tag "
@@ -142,6 +151,14 @@ def structural_tag_with_reason(
 
     def build(relax: bool) -> dict[str, Any]:
         use = [replace(s, schema=RELAXED) for s in chosen] if relax else chosen
+        if fmt.name in ANCHORED:
+            whole = anchored_format(fmt.name, use, choice, parallel=parallel_tool_calls)
+            return {"type": "structural_tag", "format": whole}
+        if shape is None:  # harmony
+            whole = harmony_format(
+                fmt, lex, use, choice, parallel=parallel_tool_calls, exclude=exclude
+            )
+            return {"type": "structural_tag", "format": whole}
         if shape.sort_keys:
             use = [replace(s, schema=sort_properties(s.schema)) for s in use]
         body = build_format(
