@@ -263,10 +263,19 @@ def test_unknown_and_unsupported_formats_return_none_with_a_reason() -> None:
     # Token level needs every delimiter the grammar writes to be named by id.
     gemma = structural_tag_with_reason("gemma4", TOOLS, tokenizer=cases.tokenizer("gemma4"))
     assert gemma.tag is None and gemma.fallback == "unsupported_format"
-    dsml = structural_tag_with_reason(
-        "deepseek_v4", TOOLS, tokenizer=cases.tokenizer("deepseek_v4")
-    )
-    assert dsml.tag is None and "begins with text" in dsml.reasons[-1]
+    # DSML: `<` (text) then the `｜DSML｜` id; no token trigger, but a token-level tag
+    # (free text without the id, alternating with call sections whose `<` is a token
+    # of its own: " <" merged with a space cannot precede the id).
+    tok = cases.tokenizer("deepseek_v4")
+    dsml = structural_tag_with_reason("deepseek_v4", TOOLS, tokenizer=tok, policy=FAST)
+    assert dsml.tag is not None and dsml.token_level
+    call = formats.get("deepseek_v4").render_output(calls=[("get_time", {})])
+    compiled = compile_tag(dsml.tag, tok)
+    assert accepts(compiled, tok.encode("Sure.\n" + call + "\nDone."))
+    required = structural_tag("deepseek_v4", TOOLS, tokenizer=tok, tool_choice="required")
+    assert required is not None
+    assert accepts(compile_tag(required, tok), tok.encode(call))
+    assert not accepts(compile_tag(required, tok), tok.encode(call, delimiters=False))
     assert structural_tag("deepseek_v4", TOOLS) is not None  # text level
 
 

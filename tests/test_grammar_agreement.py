@@ -159,11 +159,14 @@ def test_walks_parse_into_valid_calls(fmt: str) -> None:
         level = (prefer, ()) if result.token_level else ((), sequences)
         # Text level: the entry delimiter, spelled, is begun now and then (random
         # tokens alone almost never write it). Not for Gemma 4 (see _UNREACHED).
+        # Token level with text before the token (DSML's `<`): the text and the id.
         openers = tuple(
             tuple(tok.encode(d, delimiters=False))
             for d in entries[:1]
             if not result.token_level and fmt not in _UNREACHED
         )
+        if result.token_level and entries and tok.encode(entries[0])[0] not in tok.added_ids:
+            openers = (tuple(tok.encode(entries[0])[:2]),)
         if fmt in ANCHORED:
             level = (tuple(tok.encode(ANCHORED[fmt], delimiters=False)), ())
         for _ in range(_WALKS_PER_SET):

@@ -140,7 +140,13 @@ def structural_tag_with_reason(
         return TagResult(None, (*reasons, why), "unsupported_format", token_level)
     lex = Lexicon(fmt, tokenizer, token_level)
     entry = fmt.section[0] if fmt.section else fmt.call[0]
-    if token_level and shape is not None and not isinstance(lex.pieces(entry)[0], int):
+    pieces = lex.pieces(entry)
+    if (
+        token_level
+        and shape is not None
+        and not isinstance(pieces[0], int)
+        and not (len(pieces) > 1 and isinstance(pieces[1], int))
+    ):
         why = (
             f"format {fmt.name!r}: {entry!r} begins with text before its token, so a "
             "token-level trigger cannot be built (pass no tokenizer for a text-level tag "

@@ -7,8 +7,10 @@ Data flow::
            tokens (token-level: `{"type": "token"}` by id) and text (`const_string`)
         -> call tag      Tag(call.open, head ARGS tail, call.close)
         -> section tag   Tag(section.open, calls joined by separator, section.close)
-        -> by choice     auto: triggered; required: >=1 call, no text; named: one
-                         call; none: free text without tool delimiters
+        -> by choice     auto: triggered (an entry that is text then a token, as
+                         DSML's `<` + `｜DSML｜`, has no token trigger: free text
+                         alternates with whole groups); required: >=1 call, no text;
+                         named: one call; none: free text without tool delimiters
         -> reasoning     a leading block (mandatory when the output starts inside it,
                          optional otherwise); its text excludes every tool delimiter
 
@@ -237,6 +239,14 @@ class _Builder:
         group = self.group(specs, one=False)
         entry = fmt.section[0] if fmt.section else fmt.call[0]
         begin = group["begin"]
+        pieces = self.lex.pieces(entry)
+        if self.lex.token_level and isinstance(begin, str) and isinstance(pieces[1], int):
+            # Text, then a token (DSML's `<` + `｜DSML｜`): no token trigger exists, so
+            # free text (no delimiter id) alternates with whole call groups.
+            free = self.free()
+            again = _sequence([group, free])
+            more = {"type": "optional" if not self.parallel else "star", "content": again}
+            return _sequence([free, more])
         if isinstance(begin, dict):
             return {
                 "type": "token_triggered_tags",
