@@ -261,8 +261,18 @@ def test_unknown_and_unsupported_formats_return_none_with_a_reason() -> None:
     assert unknown.tag is None and unknown.fallback == "unknown_format"
     assert "no_such_format" in unknown.reasons[0]
     # Token level needs every delimiter the grammar writes to be named by id.
-    gemma = structural_tag_with_reason("gemma4", TOOLS, tokenizer=cases.tokenizer("gemma4"))
-    assert gemma.tag is None and gemma.fallback == "unsupported_format"
+    # Gemma 4: values element by element, so the `<|"|>` quote is its id.
+    gtok = cases.tokenizer("gemma4")
+    gemma = structural_tag_with_reason("gemma4", TOOLS, tokenizer=gtok, tool_choice="required")
+    assert gemma.tag is not None and gemma.token_level
+    gcall = formats.get("gemma4").render_output(calls=[("get_weather", {"city": "P"})])
+    assert accepts(compile_tag(gemma.tag, gtok), gtok.encode(gcall))
+    spelled_quote = gtok.encode(gcall.replace('<|"|>', "\x00"))
+    quote_text = gtok.encode('<|"|>', delimiters=False)
+    spelled = []
+    for i in spelled_quote:
+        spelled += quote_text if gtok.decode([i]) == "\x00" else [i]
+    assert not accepts(compile_tag(gemma.tag, gtok), spelled)
     # DSML: `<` (text) then the `｜DSML｜` id; no token trigger, but a token-level tag
     # (free text without the id, alternating with call sections whose `<` is a token
     # of its own: " <" merged with a space cannot precede the id).

@@ -195,8 +195,10 @@ def structural_tag_with_reason(
 def _unnamed_marks(fmt: Format, shape: Shape) -> list[str]:
     """Marks (token delimiters inside a call body) that no template of the shape writes:
     the argument style writes them as text, so a token-level tag cannot force their id."""
-    if shape.style == "json":
-        return []  # JSON arguments hold no marks (Mistral's optional [CALL_ID] is unused)
+    if shape.style in ("json", "gemma"):
+        # JSON arguments hold no marks (Mistral's optional [CALL_ID] is unused); Gemma's
+        # `<|"|>` is written by id element by element (`gemma_values`).
+        return []
     texts = [shape.head, shape.tail, *shape.section_text]
     if shape.params is not None:
         texts += [shape.params.open, shape.params.close, shape.params.after]

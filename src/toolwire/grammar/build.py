@@ -27,12 +27,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolwire.formats.spec import Format
+from toolwire.grammar.gemma_values import GemmaValues
 from toolwire.grammar.policy import ToolSpec
 from toolwire.grammar.shapes import Params, Shape
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import schema_type
 
 __all__ = ["Lexicon", "build_format"]
+
+#: Gemma 4's string quote, a token written element by element (`gemma_values`).
+QUOTE = '<|"|>'
 
 Element = dict[str, Any]
 Piece = str | int  # text, or a token id
@@ -175,6 +179,9 @@ class _Builder:
     def arguments(self, spec: ToolSpec) -> Element:
         if self.shape.params is not None and self.lex.token_level:
             return self.params(spec.schema, self.shape.params)
+        if self.shape.style == "gemma" and self.lex.token_level:
+            (quote,) = self.lex.ids([QUOTE])
+            return GemmaValues(quote, self.free()).object(spec.schema)
         return {
             "type": "json_schema",
             "json_schema": dict(spec.schema),

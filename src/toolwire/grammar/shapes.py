@@ -97,8 +97,8 @@ SHAPES: dict[str, Shape] = {
     "minimax_m2": Shape(
         head='{name}">', tail="</invoke>", style="minimax_xml", section_text=("\n", "\n")
     ),
-    # Token-level tags are refused for Gemma 4: its style writes the `<|"|>` token as
-    # text inside values (see api._unnamed_marks); the text-level tag is built.
+    # Token level: values are built element by element (`gemma_values`), so the
+    # `<|"|>` quote is its id; text level: XGrammar's `gemma` style.
     "gemma4": Shape(head="call:{name}", style="gemma", separator="", sort_keys=True),
     # v11+ calls; each call repeats `[TOOL_CALLS]` and its body ends itself.
     "mistral": Shape(head="{name}[ARGS]", separator=""),
