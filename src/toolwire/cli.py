@@ -1,4 +1,4 @@
-"""The `toolwire` command: parse (and, as they land, serve, check, bench).
+"""The `toolwire` command: parse, serve and check.
 
 Edges live here: files are read, JSON is printed, errors become exit codes.
 """
