@@ -243,11 +243,7 @@ class TaggedParams:
             self._value_piece(text, final=True)
             return True
         # Hold back what could begin the closing tag (and a newline before it).
-        keep = 0
-        for k in range(min(len(close) - 1, len(buf)), 0, -1):
-            if close.startswith(buf[-k:]):
-                keep = k
-                break
+        keep = _tail_prefix(buf, close)
         if self._tags.trim_newline and buf[: len(buf) - keep].endswith("\n"):
             keep += 1
         if not self._started and self._tags.trim_newline and len(buf) - keep < 2:
@@ -278,3 +274,17 @@ class TaggedParams:
 
 def quote_fragment_key(key: str) -> str:
     return '"' + quote_fragment(key) + '": '
+
+
+def _tail_prefix(buf: str, tag: str) -> int:
+    """Length of the longest tail of `buf` that is a proper prefix of `tag`.
+
+    Only positions holding the tag's first character are tried, so text without it
+    (almost every fragment of a value) costs one `str.find`.
+    """
+    at = buf.find(tag[0], max(0, len(buf) - len(tag) + 1))
+    while at >= 0:
+        if tag.startswith(buf[at:]):
+            return len(buf) - at
+        at = buf.find(tag[0], at + 1)
+    return 0

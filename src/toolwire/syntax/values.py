@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+from json.encoder import encode_basestring
 from typing import Any
 
 __all__ = ["as_json", "quote_fragment"]
@@ -18,7 +19,7 @@ __all__ = ["as_json", "quote_fragment"]
 
 def quote_fragment(text: str) -> str:
     """JSON string-escape a fragment; fragments escape independently of each other."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    return encode_basestring(text)[1:-1]  # what json.dumps(text, ensure_ascii=False) does
 
 
 def _parse(text: str) -> tuple[bool, Any]:
