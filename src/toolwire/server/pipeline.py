@@ -22,7 +22,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import importlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,6 +32,7 @@ from toolwire.backends.base import Delta, Engine, EngineError, Generation
 from toolwire.errors import PromptError, UsageError
 from toolwire.events import Event, ToolCallBegin
 from toolwire.formats import get as get_format
+from toolwire.grammar import structural_tag_with_reason
 from toolwire.parser import Parser
 from toolwire.prompt import Prompt, render_prompt
 from toolwire.server.chunks import finish_reason
@@ -110,11 +110,7 @@ def _structural_tag(
     """The tag for this request, a fallback code ('' when none) and the reasons."""
     if not engine.constrains or not request.tools or request.tool_choice == "none":
         return None, "", ()
-    try:
-        grammar = importlib.import_module("toolwire.grammar")
-    except ImportError as exc:  # a build without the constraint side: serve unconstrained
-        return None, "unavailable", (f"toolwire.grammar cannot be imported: {exc}",)
-    result = grammar.structural_tag_with_reason(
+    result = structural_tag_with_reason(
         engine.format,
         request.tools,
         tool_choice=request.tool_choice,
