@@ -110,7 +110,17 @@ class _Run:
 class _Call:
     """Payload of the CALL state: one call, held or streaming."""
 
-    __slots__ = ("before", "begun", "body", "index", "provisional", "raw", "resume", "syntax")
+    __slots__ = (
+        "before",
+        "begun",
+        "body",
+        "held",
+        "index",
+        "provisional",
+        "raw",
+        "resume",
+        "syntax",
+    )
 
     def __init__(
         self,
@@ -127,6 +137,7 @@ class _Call:
         self.before = before  # the interrupted run's state, restored on release
         self.provisional = provisional
         self.begun = False  # ToolCallBegin emitted (streaming only)
+        self.held = True  # collected now, parsed when the call closes (see _open_call)
         self.index = -1
 
 
@@ -210,6 +221,9 @@ class Parser:
                     self._content.add(text, out)
                 elif state is State.REASONING:
                     self._reasoning.add(text, out)
+                elif self._call is not None and self._call.held:
+                    self._call.raw.append(text)  # a held body is parsed when it closes
+                    self._call.body.append(text)
                 else:  # what the scan would do with text holding no delimiter
                     stop = self._route(text, 0, len(text), out)
                     if stop < len(text):  # a self-ending body ended: the rest is scanned
@@ -324,7 +338,7 @@ class Parser:
             call = self._call
             assert call is not None
             text = buf[start:end]
-            if self._c_close is not None and not (self.stream_arguments and not call.provisional):
+            if call.held:
                 call.raw.append(text)
                 call.body.append(text)
                 return end
@@ -435,6 +449,9 @@ class Parser:
         context = self._context if name is None else replace(self._context, name=name)
         syntax = self.format.syntax(context)
         self._call = _Call(syntax, form, resume, before, provisional)
+        # Held: the body is only collected, and parsed once when the call closes.
+        # Otherwise it is parsed as it comes (streaming, or a body that ends itself).
+        self._call.held = self._c_close is not None and (provisional or not self.stream_arguments)
         self._state = State.CALL
 
     def _stream(self, out: list[Event]) -> None:
