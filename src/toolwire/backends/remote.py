@@ -4,6 +4,7 @@ Data flow::
 
     POST body --httpx stream--> `data: {...}` lines --json--> payload dicts
     HTTP error status / broken connection / `{"error": ...}` payload --> EngineError
+    a payload of the wrong shape (ids not a list of integers...)  --> EngineError
 
 Closing the iterator closes the HTTP response, which vLLM and SGLang both take as the
 client going away: they abort the sequence.
@@ -19,7 +20,24 @@ import httpx
 
 from toolwire.backends.base import EngineError
 
-__all__ = ["RemoteClient"]
+__all__ = ["RemoteClient", "token_ids"]
+
+
+def token_ids(value: Any, what: str) -> list[int]:
+    """`value` if it is a list of integers (the shape both engines send), else an
+    `EngineError` naming `what`; the range is checked against the vocabulary later."""
+    if not isinstance(value, list) or not all(type(i) is int for i in value):
+        shown = json.dumps(value)[:80] if _jsonable(value) else type(value).__name__
+        raise EngineError(f"{what} is not a list of integer token ids: {shown}")
+    return value
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 class RemoteClient:

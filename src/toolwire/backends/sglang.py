@@ -9,7 +9,9 @@ Request body (fields of SGLang's `GenerateReqInput`)::
 
 SGLang streams `output_ids` cumulatively by default and as deltas with
 `--incremental-streaming-output`; `meta_info.completion_tokens` (always cumulative) tells
-which, so both work. `meta_info.finish_reason` is null until the last event.
+which, so both work; an event without it, or agreeing with neither, is an engine error
+(guessing would duplicate or drop text). `meta_info.finish_reason` is null until the
+last event.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from toolwire.backends.base import Delta, EngineError, Generation
-from toolwire.backends.remote import RemoteClient
+from toolwire.backends.remote import RemoteClient, token_ids
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["SglangEngine", "generate_body"]
@@ -68,20 +70,23 @@ class SglangEngine:
     async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
         seen = 0
         async for payload in self._client.events("/generate", generate_body(generation)):
-            ids = payload.get("output_ids")
-            meta = payload.get("meta_info") or {}
-            if not isinstance(ids, list):
+            if "output_ids" not in payload:
                 raise EngineError("SGLang returned an event without output_ids")
-            total = meta.get("completion_tokens")
-            new = ids[seen:] if total == len(ids) and len(ids) >= seen else ids
+            ids = token_ids(payload["output_ids"], "SGLang's output_ids")
+            meta = payload.get("meta_info")
+            if not isinstance(meta, dict):
+                raise EngineError("SGLang returned an event whose meta_info is not an object")
+            new = _new_ids(ids, meta.get("completion_tokens"), seen)
             seen += len(new)
             finish = meta.get("finish_reason")
             reason = None
-            if isinstance(finish, dict):
-                kind = finish.get("type")
+            if finish is not None:
+                kind = finish.get("type") if isinstance(finish, dict) else None
                 if kind == "abort":
                     raise EngineError(f"SGLang aborted the request: {finish.get('message')}")
-                reason = "length" if kind == "length" else "stop"
+                if kind not in ("stop", "length"):
+                    raise EngineError(f"SGLang returned finish_reason {finish!r}")
+                reason = kind
             yield Delta(list(new), reason)
             if reason is not None:
                 return
@@ -89,3 +94,22 @@ class SglangEngine:
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def _new_ids(ids: list[int], total: Any, seen: int) -> list[int]:
+    """The ids this event adds: cumulative output (`total == len(ids)`) past those
+    already seen, or incremental output (`total == seen + len(ids)`) whole. Without a
+    consistent `completion_tokens` the two cannot be told apart: an error."""
+    if type(total) is not int:
+        raise EngineError(
+            "SGLang returned an event without meta_info.completion_tokens: cumulative "
+            "and incremental output cannot be told apart"
+        )
+    if total == len(ids) and len(ids) >= seen:
+        return ids[seen:]
+    if total == seen + len(ids):
+        return ids
+    raise EngineError(
+        f"SGLang's completion_tokens ({total}) agrees with neither cumulative nor "
+        f"incremental output ({len(ids)} ids in this event, {seen} before)"
+    )

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from toolwire.backends.base import Delta, EngineError, Generation
-from toolwire.backends.remote import RemoteClient
+from toolwire.backends.remote import RemoteClient, token_ids
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["VllmEngine", "completion_body"]
@@ -73,7 +73,12 @@ class VllmEngine:
     async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
         body = completion_body(generation, self._upstream_model)
         async for payload in self._client.events("/v1/completions", body):
-            for choice in payload.get("choices") or []:
+            choices = payload.get("choices")
+            if choices is None:
+                continue  # a usage-only chunk
+            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+                raise EngineError("vLLM returned 'choices' that is not a list of objects")
+            for choice in choices:
                 ids = choice.get("token_ids")
                 reason = choice.get("finish_reason")
                 if ids is None and reason is None:
@@ -81,7 +86,8 @@ class VllmEngine:
                         "vLLM returned a chunk without token_ids: is return_token_ids "
                         "supported by this vLLM version?"
                     )
-                yield Delta(list(ids or []), _reason(reason))
+                ids = [] if ids is None else token_ids(ids, "vLLM's choices[].token_ids")
+                yield Delta(list(ids), _reason(reason))
                 if reason is not None:
                     return
         raise EngineError("vLLM ended the stream without a finish_reason")
@@ -93,4 +99,8 @@ class VllmEngine:
 def _reason(reason: Any) -> str | None:
     if reason is None:
         return None
+    if reason == "abort":
+        raise EngineError("vLLM aborted the request")
+    if not isinstance(reason, str):
+        raise EngineError(f"vLLM returned finish_reason {reason!r}")
     return "length" if reason == "length" else "stop"
