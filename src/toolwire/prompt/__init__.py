@@ -107,7 +107,8 @@ def render_prompt(
     if isolate:
         ids, content = isolate_ids(tokenizer, text, sources, render_with)
     else:
-        ids, content = list(tokenizer.backend.encode(text, add_special_tokens=False).ids), []
+        encoding = tokenizer.backend.encode_batch([text], add_special_tokens=False)[0]
+        ids, content = list(encoding.ids), []  # encode_batch releases the GIL
     if max_prompt_tokens is not None and len(ids) > max_prompt_tokens:
         raise PromptError(
             f"the prompt is {len(ids)} tokens, more than max_prompt_tokens={max_prompt_tokens}; "

@@ -98,7 +98,9 @@ def isolate(
     rendering the unmarked data must give `text`.
     """
     vocab = _vocabulary(tokenizer)
-    encoding = tokenizer.backend.encode(text, add_special_tokens=False)
+    # encode_batch releases the GIL while it runs (encode does not): a server rendering
+    # a long prompt on a worker thread keeps its event loop running
+    encoding = tokenizer.backend.encode_batch([text], add_special_tokens=False)[0]
     ids: list[int] = list(encoding.ids)
     if vocab.pattern is None:
         return ids, []
