@@ -7,73 +7,70 @@ Routes::
     GET  /health                liveness, and what the operator was warned about
     GET  /metrics               Prometheus text
 
-A stream always ends with `data: [DONE]`; an engine failure or timeout after the
-stream started is sent as one `data: {"error": ...}` event before it.
+Nothing is sent before the engine accepted the request (its first delta), so a refused
+or stalled request is a plain 502/504. A stream always ends with `data: [DONE]`; any
+failure after it started (engine, timeout, bad upstream data, a bug) is sent as one
+`data: {"error": ...}` event before it. The stream boundary is `pipeline.ChoiceRun`
+and `transport.stream`; `ChatFramer` only formats.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
-from toolwire.backends.base import Engine, EngineError
+from toolwire.backends.base import Engine
+from toolwire.events import Event
 from toolwire.parser import Parser
 from toolwire.server.chunks import ChunkWriter, completion
-from toolwire.server.errors import ApiError, error_body
+from toolwire.server.errors import ApiError
 from toolwire.server.metrics import CONTENT_TYPE, Metrics
-from toolwire.server.pipeline import ChoiceRun, Limits, plan
-from toolwire.server.request import ChatRequest, parse_request
+from toolwire.server.pipeline import ChoiceRun, Limits, Step, failure, plan
+from toolwire.server.request import parse_request
+from toolwire.server.transport import ClientGone, read_json, sse, stream, unless_disconnected
 
-__all__ = ["create_app", "startup_warnings"]
+__all__ = ["ChatFramer", "create_app", "startup_warnings"]
 
 log = logging.getLogger("toolwire.server")
 
 _DONE = b"data: [DONE]\n\n"
 _CHAT = "/v1/chat/completions"
+#: The status counted for a request whose client went away (nginx's convention).
+_CLIENT_GONE = 499
 
 
-def _sse(payload: dict[str, Any]) -> bytes:
-    return (
-        b"data: "
-        + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-        + b"\n\n"
-    )
+class ChatFramer:
+    """Chat Completions on the wire: role chunk, content chunks, finish, usage, [DONE]."""
 
+    def __init__(self, writer: ChunkWriter, run: ChoiceRun, include_usage: bool) -> None:
+        self._writer = writer
+        self._run = run
+        self._include_usage = include_usage
 
-def _error_response(exc: ApiError | EngineError) -> JSONResponse:
-    if isinstance(exc, ApiError):
-        return JSONResponse(exc.body(), status_code=exc.status)
-    return JSONResponse(error_body(str(exc), type="engine_error"), status_code=exc.status)
+    def opening(self) -> list[bytes]:
+        return [sse(self._writer.role())]
 
+    def step(self, step: Step) -> list[bytes]:
+        out = [sse(chunk) for chunk in self._writer.chunks(step.events)]
+        if step.finish_reason is not None:
+            out.append(sse(self._writer.finish(step.finish_reason)))
+            if self._include_usage:
+                run = self._run
+                out.append(sse(self._writer.usage(run.prompt_tokens, run.completion_tokens)))
+        return out
 
-def _stream_error(exc: ApiError | EngineError) -> dict[str, Any]:
-    if isinstance(exc, ApiError):
-        return exc.body()
-    return error_body(str(exc), type="engine_error")
+    def error(self, error: ApiError) -> list[bytes]:
+        return [sse(error.body())]
 
-
-async def _events(
-    run: ChoiceRun, writer: ChunkWriter, request: ChatRequest
-) -> AsyncIterator[bytes]:
-    yield _sse(writer.role())
-    try:
-        async for step in run.steps():
-            for chunk in writer.chunks(step.events):
-                yield _sse(chunk)
-            if step.finish_reason is not None:
-                yield _sse(writer.finish(step.finish_reason))
-        if request.include_usage:
-            yield _sse(writer.usage(run.prompt_tokens, run.completion_tokens))
-    except (EngineError, ApiError) as exc:
-        yield _sse(_stream_error(exc))
-    yield _DONE
+    def closing(self) -> list[bytes]:
+        return [_DONE]
 
 
 def startup_warnings(engine: Engine) -> list[str]:
@@ -102,12 +99,10 @@ def create_app(
     warnings = startup_warnings(engine)
 
     async def chat(http: Request) -> Response:
-        try:
-            body = json.loads(await http.body())
-        except ValueError:
-            raise ApiError(400, "the request body is not valid JSON", param="body") from None
-        request = parse_request(body)
-        planned = plan(engine, request, limits)
+        body = await read_json(http, limits.max_body_bytes)
+        request = parse_request(body, max_tools=limits.max_tools, max_nesting=limits.max_nesting)
+        # rendering and grammar checks take milliseconds to seconds: off the event loop
+        planned = await asyncio.to_thread(plan, engine, request, limits)
         if planned.grammar_fallback:
             metrics.grammar_fallbacks.labels(planned.grammar_fallback).inc()
             log.warning("grammar fallback: %s", "; ".join(planned.grammar_reasons))
@@ -115,15 +110,22 @@ def create_app(
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         if request.stream:
+            # nothing is sent before the engine accepted the request: a refusal or a
+            # stall is still a plain 502/504
+            await unless_disconnected(http, run.start())
             writer = ChunkWriter(completion_id, engine.model, created)
             return StreamingResponse(
-                _events(run, writer, request),
+                stream(run, ChatFramer(writer, run, request.include_usage), metrics),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                background=BackgroundTask(run.aclose),
             )
-        events = []
-        async for step in run.steps():
-            events += step.events
+
+        async def whole() -> list[Event]:
+            await run.start()
+            return await run.collect()
+
+        events = await unless_disconnected(http, whole())
         assert run.finish_reason is not None
         return JSONResponse(
             completion(
@@ -141,12 +143,13 @@ def create_app(
     async def chat_completions(http: Request) -> Response:
         try:
             response = await chat(http)
-        except (ApiError, EngineError) as exc:
-            response = _error_response(exc)
-        except Exception as exc:  # a bug: answer in OpenAI's shape, keep the traceback
-            log.exception("request failed")
-            body = error_body(f"internal error: {type(exc).__name__}", type="server_error")
-            response = JSONResponse(body, status_code=500)
+        except ApiError as exc:
+            response = JSONResponse(exc.body(), status_code=exc.status)
+        except ClientGone:
+            response = Response(status_code=_CLIENT_GONE)
+        except Exception as exc:  # EngineError, or a bug: answer in OpenAI's shape
+            error = failure(exc)
+            response = JSONResponse(error.body(), status_code=error.status)
         metrics.requests.labels(_CHAT, str(response.status_code)).inc()
         return response
 

@@ -71,6 +71,14 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "stream tool call arguments as they come instead of holding each call until complete",
     ),
+    Option(
+        "--max-body-bytes",
+        int,
+        8 * 1024 * 1024,
+        "largest request body accepted, in bytes (larger: 413)",
+    ),
+    Option("--max-tools", int, 128, "most tools one request may declare"),
+    Option("--max-nesting", int, 64, "deepest JSON nesting accepted in a request body"),
     Option("--log-level", str, "info", "debug, info, warning or error"),
 )
 
@@ -93,6 +101,9 @@ class ServerConfig:
     timeout: float = 600.0
     upstream_timeout: float = 60.0
     stream_tool_arguments: bool = False
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_tools: int = 128
+    max_nesting: int = 64
     log_level: str = "info"
 
 
@@ -129,4 +140,7 @@ def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         raise ValueError(f"--engine must be llama, vllm or sglang, not {values['engine']!r}")
     if values["engine"] != "llama" and not values["upstream"]:
         raise ValueError(f"--engine {values['engine']} needs --upstream URL")
+    for bound in ("max_body_bytes", "max_tools", "max_nesting"):
+        if values[bound] < 1:
+            raise ValueError(f"--{bound.replace('_', '-')} must be at least 1")
     return ServerConfig(**values)

@@ -3,8 +3,9 @@
 Counted per request: requests by route and status, prompt and completion tokens, time
 to first token, inter-token latency, parse fallbacks (calls released as content), grammar
 fallbacks (a structural tag replaced or dropped, with its reason), delimiters echoed as
-text and neutralized (a gated format's delimiter spelled from ordinary ids), and streams
-ended by an error.
+text and neutralized (a gated format's delimiter spelled from ordinary ids), runs
+ended by an error, and requests abandoned by their client. Tokens are counted for every
+run the engine accepted, however it ended.
 """
 
 from __future__ import annotations
@@ -60,7 +61,15 @@ class Metrics:
             registry=r,
         )
         self.stream_errors = Counter(
-            "toolwire_stream_errors", "Streams ended by an engine error or timeout", registry=r
+            "toolwire_stream_errors",
+            "Runs ended by an error after the engine accepted them (engine failure, "
+            "timeout, bad upstream data, internal error)",
+            registry=r,
+        )
+        self.abandoned = Counter(
+            "toolwire_abandoned_requests",
+            "Requests whose client went away before the output ended",
+            registry=r,
         )
 
     def render(self) -> bytes:

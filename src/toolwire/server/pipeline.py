@@ -5,34 +5,47 @@ Data flow::
     ChatRequest --plan()--> Plan: prompt ids (rendered with isolation on), the
                                   structural tag (or None, with a fallback reason),
                                   the Generation the engine runs
-    Plan --ChoiceRun.steps()--> engine deltas --Parser.feed()--> events
+    Plan --ChoiceRun.start()--> the engine accepted the request (its first delta came)
+         --ChoiceRun.steps()--> engine deltas --checked--> Parser.feed() --> events
                                 --StopMatcher--> events cut at a stop string
-                                --> Step(events[, finish_reason])
+                                --> Step(events[, finish_reason | error])
+
+This module is the stream boundary every API shares (Chat Completions, and any other
+API that maps the same steps to its own chunks): API modules only format steps.
 
 Invariants:
 
 * Handlers never parse: every event comes from one `Parser` per choice, fed the
   engine's ids exactly as they arrive (non-streaming is the same run, collected).
-* Nothing the model produced is lost: when the engine fails or the request times out
-  mid-stream, `finish()` releases what the parser holds before the error is raised.
+* `start()` raises (`ApiError` with a status) when the engine refuses, fails or stalls
+  before its first delta: nothing was sent yet, so the client gets a plain status.
+* After `start()`, `steps()` never raises (but for cancellation): any failure, whether
+  engine, timeout, bad upstream data or a bug, ends the run with a last `Step` whose
+  `error` is set, after the events `finish()` released from what the parser held.
+* What an engine returns is checked: every id an integer of the vocabulary, and no
+  more ids than `max_tokens` (the excess is cut and the run ends with `length`).
 * The engine stream is always closed (the generation stops) when the run ends,
-  whether by completion, stop string, error, timeout or the client going away.
+  whether by completion, stop string, error, timeout or the client going away; the
+  run's tokens are counted once, however it ended.
+* A request that declares no tools parses with `tools=[]`: no call can be returned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolwire.backends.base import Delta, Engine, EngineError, Generation
-from toolwire.errors import PromptError, UsageError
+from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin
 from toolwire.formats import get as get_format
 from toolwire.grammar import structural_tag_with_reason
+from toolwire.grammar.output import output_tag
 from toolwire.parser import Parser
 from toolwire.prompt import Prompt, render_prompt
 from toolwire.server.chunks import finish_reason
@@ -42,7 +55,9 @@ from toolwire.server.request import ChatRequest
 from toolwire.server.stops import StopMatcher
 from toolwire.server.watch import CallWatch
 
-__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "plan", "warm_up"]
+__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "failure", "plan", "warm_up"]
+
+log = logging.getLogger("toolwire.server")
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,12 @@ class Limits:
     timeout: float | None = 600.0
     #: Stream argument fragments as they come instead of holding calls until complete.
     stream_tool_arguments: bool = False
+    #: Largest request body accepted, in bytes (larger: 413).
+    max_body_bytes: int = 8 * 1024 * 1024
+    #: Most tools one request may declare.
+    max_tools: int = 128
+    #: Deepest JSON nesting accepted anywhere in a request body.
+    max_nesting: int = 64
 
 
 @dataclass(frozen=True)
@@ -72,10 +93,24 @@ class Plan:
 
 @dataclass(frozen=True)
 class Step:
-    """Events from one engine delta; the last step carries the finish reason."""
+    """Events from one engine delta; the last step carries the finish reason, or the
+    error that ended the run (then `finish_reason` is None)."""
 
     events: list[Event] = field(default_factory=list)
+    #: "stop", "length" or "tool_calls" on the last step of a completed run.
     finish_reason: str | None = None
+    #: Why the run ended early; each API formats it in its own error shape.
+    error: ApiError | None = None
+
+
+def failure(exc: BaseException) -> ApiError:
+    """Any exception as the `ApiError` a client is told (a bug is a 500, logged)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, EngineError):
+        return ApiError(exc.status, str(exc), type="engine_error")
+    log.error("request failed", exc_info=exc)
+    return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error")
 
 
 def _render(engine: Engine, request: ChatRequest) -> Prompt:
@@ -95,7 +130,7 @@ def _render(engine: Engine, request: ChatRequest) -> Prompt:
         raise ApiError(
             400, f"the prompt cannot be rendered safely: {exc}", param="messages"
         ) from exc
-    except UsageError as exc:
+    except ToolwireError as exc:
         raise ApiError(400, str(exc), param="messages") from exc
 
 
@@ -108,22 +143,49 @@ def _structural_tag(
     engine: Engine, request: ChatRequest, in_reasoning: bool
 ) -> tuple[dict[str, Any] | None, str, tuple[str, ...]]:
     """The tag for this request, a fallback code ('' when none) and the reasons."""
+    if request.response_format is not None:
+        return _output_tag(engine, request.response_format, in_reasoning)
     if not engine.constrains or not request.tools or request.tool_choice == "none":
         return None, "", ()
-    result = structural_tag_with_reason(
-        engine.format,
-        request.tools,
-        tool_choice=request.tool_choice,
-        parallel_tool_calls=request.parallel_tool_calls,
-        tokenizer=engine.tokenizer,
-        in_reasoning=in_reasoning,
-    )
+    try:
+        result = structural_tag_with_reason(
+            engine.format,
+            request.tools,
+            tool_choice=request.tool_choice,
+            parallel_tool_calls=request.parallel_tool_calls,
+            tokenizer=engine.tokenizer,
+            in_reasoning=in_reasoning,
+        )
+    except ToolwireError as exc:
+        raise ApiError(400, str(exc), param="tools") from exc
     code = result.fallback if result.fallback in _FALLBACKS else ""
     return result.tag, str(code or ""), tuple(result.reasons)
 
 
+def _output_tag(
+    engine: Engine, schema: Mapping[str, Any], in_reasoning: bool
+) -> tuple[dict[str, Any] | None, str, tuple[str, ...]]:
+    """`response_format`: a tag that keeps the answer to the schema, or a 400."""
+    if not engine.constrains:
+        raise ApiError(
+            400,
+            "response_format needs a constraining engine (this one applies no grammar)",
+            param="response_format",
+        )
+    result = output_tag(
+        engine.format, schema, tokenizer=engine.tokenizer, in_reasoning=in_reasoning
+    )
+    if result.tag is None:
+        raise ApiError(400, "; ".join(result.reasons), param="response_format")
+    return result.tag, str(result.fallback or ""), tuple(result.reasons)
+
+
 def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
-    """Render, constrain and size one request; raises `ApiError` for a bad one."""
+    """Render, constrain and size one request; raises `ApiError` for a bad one.
+
+    Blocking (template rendering, tokenization, grammar checks): servers run it off
+    the event loop.
+    """
     if request.model != engine.model:
         raise ApiError(
             404,
@@ -145,13 +207,28 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
     return Plan(request, generation, in_reasoning, fallback, reasons)
 
 
+#: The warm-up request's tool: complete as strict templates require (gpt-oss's reads
+#: `description`), so every format starts.
+WARM_UP_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "the city"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
 def warm_up(engine: Engine) -> None:
     """Plan one tool request, so the first client does not pay for grammar setup."""
-    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     request = ChatRequest(
         model=engine.model,
         messages=[{"role": "user", "content": "hi"}],
-        tools=[tool],
+        tools=[WARM_UP_TOOL],
         tool_choice="required",
     )
     planned = plan(engine, request, Limits())
@@ -172,6 +249,14 @@ def _call_ids() -> Callable[[int], str]:
     return call_id
 
 
+def _forced(plan: Plan) -> bool:
+    """The grammar forces the output to be calls (no content a stop string could end)."""
+    choice = plan.request.tool_choice
+    return plan.generation.structural_tag is not None and (
+        choice == "required" or isinstance(choice, Mapping)
+    )
+
+
 class ChoiceRun:
     """Runs one choice of a planned request and counts what it produced."""
 
@@ -185,92 +270,67 @@ class ChoiceRun:
             self._parser = Parser(
                 engine.format,
                 engine.tokenizer,
-                tools=request.tools,
+                # no tools declared: none may be called (None would accept any name)
+                tools=request.tools or [],
                 tool_choice=request.tool_choice,
                 parallel_tool_calls=request.parallel_tool_calls,
                 in_reasoning=plan.in_reasoning,
                 stream_arguments=limits.stream_tool_arguments,
                 call_id=_call_ids(),
             )
-        except UsageError as exc:
+        except ToolwireError as exc:
             raise ApiError(400, str(exc), param="tools") from exc
-        self._stops = StopMatcher(request.stop)
+        self._stops = StopMatcher([] if _forced(plan) else request.stop)
         opener = get_format(engine.format).call[0]
         opener_id = engine.tokenizer.token_id(opener) if self._parser.gated else None
         self._watch = CallWatch(opener, opener_id, enabled=request.tool_choice != "none")
+        self._vocab = engine.tokenizer.vocab_size
+        self._budget = plan.generation.max_tokens
         self.prompt_tokens = len(plan.generation.prompt_ids)
         self.completion_tokens = 0
         self.calls = 0
         self.finish_reason: str | None = None
+        self._stream: AsyncIterator[Delta] | None = None
+        self._first: Delta | None = None
+        self._started = 0.0
+        self._deadline: float | None = None
+        self._last: float | None = None
+        self._ended = False
+        self._accounted = False
 
-    def _events(self, events: list[Event]) -> list[Event]:
-        self._watch.events(events)
-        out = self._stops.feed(events)
-        self.calls += sum(isinstance(e, ToolCallBegin) for e in out)
-        return out
+    # -- the engine side ---------------------------------------------------------
 
-    def _close(self, engine_reason: str | None) -> list[Event]:
-        """End of output: the parser's last events, and the finish reason."""
-        events = self._parser.finish() if not self._stops.stopped else []
-        out = self._events(events)
-        out += self._stops.flush()
-        self.finish_reason = finish_reason(
-            engine_reason, calls=self.calls, stopped=self._stops.stopped
-        )
-        m = self._metrics
-        m.prompt_tokens.inc(self.prompt_tokens)
-        m.completion_tokens.inc(self.completion_tokens)
-        if self._watch.echoes:
-            m.echoed_delimiters.inc(self._watch.echoes)
-        if self._watch.fallbacks:
-            m.parse_fallbacks.inc(self._watch.fallbacks)
-        return out
+    async def start(self) -> None:
+        """Send the request and wait for the engine's first delta (or its end).
 
-    async def steps(self) -> AsyncIterator[Step]:
-        """Steps until the output ends; raises EngineError or ApiError(504) mid-stream."""
-        started = time.perf_counter()
-        deadline = None if self._limits.timeout is None else started + self._limits.timeout
-        last: float | None = None
-        stream = self._engine.stream(self._plan.generation)
+        Raises `ApiError` (502 engine failure, 504 stall, ...) when the engine does not
+        accept the request; the run is then closed and counted.
+        """
+        self._started = time.perf_counter()
+        timeout = self._limits.timeout
+        self._deadline = None if timeout is None else self._started + timeout
+        self._stream = self._engine.stream(self._plan.generation)
         try:
-            while True:
-                try:
-                    delta = await self._next(stream, deadline)
-                except (EngineError, ApiError):
-                    self._metrics.stream_errors.inc()
-                    yield Step(self._close(None))
-                    raise
-                if delta is None:
-                    yield Step(self._close("stop"), self.finish_reason)
-                    return
-                now = time.perf_counter()
-                if delta.ids:
-                    if last is None:
-                        self._metrics.ttft.observe(now - started)
-                    else:
-                        self._metrics.itl.observe(now - last)
-                    last = now
-                self.completion_tokens += len(delta.ids)
-                self._watch.ids(delta.ids)
-                events = self._events(self._parser.feed(delta.ids))
-                if delta.finish_reason is not None or self._stops.stopped:
-                    events += self._close(delta.finish_reason)
-                    yield Step(events, self.finish_reason)
-                    return
-                if events:
-                    yield Step(events)
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
+            self._first = await self._next()
+        except Exception as exc:
+            self._ended = True  # refused, not abandoned
+            await self.aclose()
+            raise failure(exc) from exc
+        except BaseException:  # cancelled: the client went away
+            await self.aclose()
+            raise
 
-    async def _next(self, stream: AsyncIterator[Delta], deadline: float | None) -> Delta | None:
+    async def _next(self) -> Delta | None:
+        assert self._stream is not None
         try:
-            if deadline is None:
-                return await anext(stream)
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                raise TimeoutError
-            async with asyncio.timeout(remaining):  # in this task: no task per delta
-                return await anext(stream)
+            if self._deadline is None:
+                delta = await anext(self._stream)
+            else:
+                remaining = self._deadline - time.perf_counter()
+                if remaining <= 0:
+                    raise TimeoutError
+                async with asyncio.timeout(remaining):  # in this task: no task per delta
+                    delta = await anext(self._stream)
         except StopAsyncIteration:
             return None
         except TimeoutError:
@@ -280,3 +340,136 @@ class ChoiceRun:
                 type="timeout",
                 code="timeout",
             ) from None
+        return self._checked(delta)
+
+    def _checked(self, delta: Any) -> Delta:
+        """The delta, if its ids are ids of this vocabulary; cut to the token budget."""
+        if not isinstance(delta, Delta) or not isinstance(delta.ids, list):
+            raise EngineError(f"the engine returned {type(delta).__name__}, not token ids")
+        ids = delta.ids
+        if ids:
+            if not all(type(i) is int for i in ids):
+                bad = next(i for i in ids if type(i) is not int)
+                raise EngineError(f"the engine returned a token id that is not an integer: {bad!r}")
+            low, high = min(ids), max(ids)
+            if low < 0 or high >= self._vocab:
+                bad = low if low < 0 else high
+                raise EngineError(
+                    f"the engine returned token id {bad}, outside the vocabulary "
+                    f"(0..{self._vocab - 1})"
+                )
+        if delta.finish_reason not in (None, "stop", "length"):
+            raise EngineError(f"the engine returned finish reason {delta.finish_reason!r}")
+        left = self._budget - self.completion_tokens
+        if len(ids) > left:  # the engine went past max_tokens: cut, and end there
+            return Delta(ids[:left], "length")
+        return delta
+
+    # -- the parser side ---------------------------------------------------------
+
+    def _events(self, events: list[Event]) -> list[Event]:
+        self._watch.events(events)
+        out = self._stops.feed(events)
+        self.calls += sum(isinstance(e, ToolCallBegin) for e in out)
+        return out
+
+    def _release(self) -> list[Event]:
+        """End of output: what the parser held, through the stop strings."""
+        if self._ended:
+            return []
+        self._ended = True
+        events = self._parser.finish() if not self._stops.stopped else []
+        out = self._events(events)
+        out += self._stops.flush()
+        return out
+
+    def _close(self, engine_reason: str | None) -> list[Event]:
+        """End of output: the parser's last events, and the finish reason."""
+        stopped = self._stops.stopped  # a stop string matched before the end of output
+        out = self._release()
+        # out of tokens is "length", even if a stop string matched in what was released
+        self.finish_reason = finish_reason(engine_reason, calls=self.calls, stopped=stopped)
+        return out
+
+    def _failed(self, exc: Exception) -> Step:
+        """The last step of a run cut by `exc`: what the parser held, then the error."""
+        self._metrics.stream_errors.inc()
+        error = failure(exc)
+        try:
+            events = self._release()
+        except Exception as late:  # the parser itself failed: its state is lost
+            log.error("releasing held output failed", exc_info=late)
+            events = []
+        return Step(events, None, error)
+
+    def _account(self) -> None:
+        if self._accounted:
+            return
+        self._accounted = True
+        m = self._metrics
+        m.prompt_tokens.inc(self.prompt_tokens)
+        m.completion_tokens.inc(self.completion_tokens)
+        if self._watch.echoes:
+            m.echoed_delimiters.inc(self._watch.echoes)
+        if self._watch.fallbacks:
+            m.parse_fallbacks.inc(self._watch.fallbacks)
+        if self.finish_reason is None and not self._ended:
+            m.abandoned.inc()  # neither completed nor failed: the client went away
+
+    async def steps(self) -> AsyncIterator[Step]:
+        """Steps until the output ends (after `start()`); a failure is the last step."""
+        try:
+            first, self._first = self._first, None
+            delta: Delta | None = first
+            pending = True
+            while True:
+                try:
+                    if not pending:
+                        delta = await self._next()
+                    pending = False
+                    step = self._step(delta)
+                except Exception as exc:
+                    yield self._failed(exc)
+                    return
+                if step is not None:
+                    yield step
+                    if step.finish_reason is not None:
+                        return
+        finally:
+            await self.aclose()
+
+    def _step(self, delta: Delta | None) -> Step | None:
+        if delta is None:
+            return Step(self._close("stop"), self.finish_reason)
+        now = time.perf_counter()
+        if delta.ids:
+            if self._last is None:
+                self._metrics.ttft.observe(now - self._started)
+            else:
+                self._metrics.itl.observe(now - self._last)
+            self._last = now
+        self.completion_tokens += len(delta.ids)
+        self._watch.ids(delta.ids)
+        events = self._events(self._parser.feed(delta.ids))
+        if delta.finish_reason is not None or self._stops.stopped:
+            events += self._close(delta.finish_reason)
+            return Step(events, self.finish_reason)
+        return Step(events) if events else None
+
+    async def collect(self) -> list[Event]:
+        """The whole run's events (after `start()`); raises the error that ended it."""
+        events: list[Event] = []
+        async for step in self.steps():
+            events += step.events
+            if step.error is not None:
+                raise step.error
+        return events
+
+    async def aclose(self) -> None:
+        """Stop the generation and count the run (idempotent)."""
+        stream, self._stream = self._stream, None
+        try:
+            if stream is not None:
+                await stream.aclose()  # type: ignore[attr-defined]
+        finally:
+            self._account()

@@ -4,10 +4,17 @@ Every rejection is an `ApiError(400)` that names the offending field in `param`,
 OpenAI does (`messages[2].role`, `tool_choice`, `max_tokens`). Unknown fields are
 ignored; fields whose meaning the server cannot honour (`n` > 1, `logprobs`) are
 rejected rather than silently dropped.
+
+Bounds come first (`check_body`): nesting depth anywhere in the body, and strings that
+are not Unicode text (lone surrogates, which JSON's `\\ud800` escapes can produce);
+then the number of tools. Each bound is a server option.
+`response_format` is kept as the JSON schema the answer must follow (`json_object`:
+any object), or rejected; it is never ignored.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,11 +23,12 @@ from toolwire.errors import UsageError
 from toolwire.server.errors import ApiError
 from toolwire.tools import tool_function
 
-__all__ = ["ChatRequest", "parse_request"]
+__all__ = ["ChatRequest", "check_body", "parse_request"]
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
 _MAX_STOPS = 4
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,8 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: The JSON schema the answer must follow (`response_format`), or None.
+    response_format: dict[str, Any] | None = None
 
 
 def _bad(param: str, message: str) -> ApiError:
@@ -176,15 +186,81 @@ def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_request(body: Any) -> ChatRequest:
+def _path(parts: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out or "body"
+
+
+def check_body(body: Any, max_nesting: int) -> None:
+    """Reject a body nested deeper than `max_nesting`, or holding a string that is not
+    Unicode text; the error names the field. Iterative: no depth reaches the stack."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(body, ())]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                raise _bad(_path(where), f"'{_path(where)}' holds a lone surrogate")
+            continue
+        if not isinstance(value, dict | list):
+            continue
+        if len(where) >= max_nesting:
+            raise _bad(_path(where), f"'{_path(where)}' is nested deeper than {max_nesting} levels")
+        if isinstance(value, list):
+            stack.extend((item, (*where, i)) for i, item in enumerate(value))
+            continue
+        for key, item in value.items():
+            if _SURROGATE.search(key):
+                raise _bad(_path(where), f"a key of '{_path(where)}' holds a lone surrogate")
+            stack.append((item, (*where, key)))
+
+
+def _response_format(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The schema `response_format` asks for (None for text); 400 for anything else."""
+    spec = body.get("response_format")
+    if spec is None:
+        return None
+    kind = spec.get("type") if isinstance(spec, Mapping) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        inner = spec.get("json_schema")
+        schema = inner.get("schema") if isinstance(inner, Mapping) else None
+        if not isinstance(schema, Mapping):
+            raise _bad(
+                "response_format.json_schema.schema",
+                "'response_format.json_schema.schema' must be a JSON schema object",
+            )
+        return dict(schema)
+    raise _bad(
+        "response_format",
+        "'response_format.type' must be 'text', 'json_object' or 'json_schema'",
+    )
+
+
+def parse_request(body: Any, *, max_tools: int = 128, max_nesting: int = 64) -> ChatRequest:
     """Validate a decoded JSON body; raises `ApiError(400)` naming the field."""
     if not isinstance(body, Mapping):
         raise _bad("body", "the request body must be a JSON object")
+    check_body(body, max_nesting)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("model", "'model' is required")
     messages = _messages(body)
+    declared = body.get("tools")
+    if isinstance(declared, list) and len(declared) > max_tools:
+        raise _bad("tools", f"'tools' holds {len(declared)} tools; at most {max_tools}")
     tools = _tools(body)
+    tool_choice = _tool_choice(body, tools)
+    response_format = _response_format(body)
+    if response_format is not None and tools and tool_choice != "none":
+        raise _bad(
+            "response_format",
+            "response_format cannot be combined with tools (unless tool_choice is 'none')",
+        )
     n = _integer(body, "n", 1)
     if n not in (None, 1):
         raise _bad("n", "only n=1 is supported")
@@ -209,7 +285,7 @@ def parse_request(body: Any) -> ChatRequest:
         model=model,
         messages=messages,
         tools=tools,
-        tool_choice=_tool_choice(body, tools),
+        tool_choice=tool_choice,
         parallel_tool_calls=_boolean(body, "parallel_tool_calls", True),
         max_tokens=max_tokens,
         temperature=_number(body, "temperature", 0.0, 2.0),
@@ -219,4 +295,5 @@ def parse_request(body: Any) -> ChatRequest:
         stream=stream,
         include_usage=include_usage,
         template_kwargs=_template_kwargs(body),
+        response_format=response_format,
     )

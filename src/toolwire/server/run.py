@@ -5,22 +5,41 @@ from __future__ import annotations
 import logging
 
 import uvicorn
+from fastapi import FastAPI
 
+from toolwire.backends.base import Engine
 from toolwire.server.app import create_app, startup_warnings
 from toolwire.server.config import ServerConfig
 from toolwire.server.engines import build_engine
 from toolwire.server.pipeline import Limits, warm_up
 
-__all__ = ["serve"]
+__all__ = ["build_app", "limits_from", "prepare", "serve"]
 
 log = logging.getLogger("toolwire.server")
 
 
-def serve(config: ServerConfig) -> None:
-    """Run the server until interrupted."""
-    logging.basicConfig(
-        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+def limits_from(config: ServerConfig) -> Limits:
+    """The per-request limits a configuration sets."""
+    return Limits(
+        default_max_tokens=config.max_tokens,
+        timeout=config.timeout or None,
+        stream_tool_arguments=config.stream_tool_arguments,
+        max_body_bytes=config.max_body_bytes,
+        max_tools=config.max_tools,
+        max_nesting=config.max_nesting,
     )
+
+
+def prepare(engine: Engine, limits: Limits) -> FastAPI:
+    """Startup on a built engine: log the warnings, warm up, and build the app."""
+    for warning in startup_warnings(engine):
+        log.warning(warning)
+    warm_up(engine)
+    return create_app(engine, limits)
+
+
+def build_app(config: ServerConfig) -> FastAPI:
+    """Everything `serve` does before listening: engine, warnings, warm-up, app."""
     engine = build_engine(config)
     log.info(
         "serving %r on the %s engine, format %r, at http://%s:%d",
@@ -30,13 +49,13 @@ def serve(config: ServerConfig) -> None:
         config.host,
         config.port,
     )
-    for warning in startup_warnings(engine):
-        log.warning(warning)
-    warm_up(engine)
-    limits = Limits(
-        default_max_tokens=config.max_tokens,
-        timeout=config.timeout or None,
-        stream_tool_arguments=config.stream_tool_arguments,
+    return prepare(engine, limits_from(config))
+
+
+def serve(config: ServerConfig) -> None:
+    """Run the server until interrupted."""
+    logging.basicConfig(
+        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = create_app(engine, limits)
+    app = build_app(config)
     uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level.lower())

@@ -1,0 +1,142 @@
+"""HTTP plumbing every API route shares: bounded bodies, disconnects, ended streams.
+
+Data flow of one request::
+
+    ASGI body --read_json()--> a JSON value (413 past the size bound, 400 if not JSON)
+    ChoiceRun.start() ... (the engine accepted the request)
+    streaming:      ChoiceRun.steps() --Framer--> bytes --stream()--> the response body
+    non-streaming:  unless_disconnected(ChoiceRun.collect()) --> one JSON body
+
+Invariants:
+
+* `stream()` always ends with the framer's closing bytes (`data: [DONE]` for Chat
+  Completions): a failure of the run arrives as its last step and is framed as the
+  API's error event; a failure of the framer itself (a bug) is counted, logged and
+  framed the same way.
+* A non-streaming request whose client goes away is cancelled: the run's engine
+  stream is closed, so the generation stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from typing import Any, Protocol, TypeVar
+
+from fastapi import Request
+
+from toolwire.server.errors import ApiError
+from toolwire.server.metrics import Metrics
+from toolwire.server.pipeline import ChoiceRun, Step, failure
+
+__all__ = ["ClientGone", "Framer", "read_json", "sse", "stream", "unless_disconnected"]
+
+T = TypeVar("T")
+
+
+def sse(payload: dict[str, Any], event: str | None = None) -> bytes:
+    """One server-sent event carrying `payload` as JSON (with an `event:` name if given)."""
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + data + b"\n\n"
+
+
+async def read_json(http: Request, max_bytes: int) -> Any:
+    """The request body as JSON, refusing bodies over `max_bytes` (413) before reading
+    them whole; nesting too deep for the decoder is a 400."""
+    declared = http.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise _too_large(max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in http.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise _too_large(max_bytes)
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply", param="body") from None
+    except ValueError:
+        raise ApiError(400, "the request body is not valid JSON", param="body") from None
+
+
+def _too_large(max_bytes: int) -> ApiError:
+    return ApiError(
+        413,
+        f"the request body is larger than {max_bytes} bytes",
+        param="body",
+        code="request_too_large",
+    )
+
+
+class ClientGone(Exception):
+    """The client closed the connection before the response was ready."""
+
+
+async def _disconnected(http: Request) -> None:
+    while (await http.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(http: Request, work: Awaitable[T]) -> T:
+    """`work`'s result; cancels it and raises `ClientGone` if the client goes away."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_disconnected(http))
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        watch.cancel()
+    if task.cancelled() or not task.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise ClientGone
+    return task.result()
+
+
+class Framer(Protocol):
+    """How one API writes a run's steps on the wire (Chat Completions: `ChatFramer`)."""
+
+    def opening(self) -> Iterable[bytes]:
+        """Sent once the engine accepted the request (Chat Completions: the role)."""
+        ...
+
+    def step(self, step: Step) -> Iterable[bytes]:
+        """The step's events, and the finish when it carries one."""
+        ...
+
+    def error(self, error: ApiError) -> Iterable[bytes]:
+        """The run ended with `error` after the stream started."""
+        ...
+
+    def closing(self) -> Iterable[bytes]:
+        """The last bytes of every stream, whatever happened (`data: [DONE]`)."""
+        ...
+
+
+async def stream(run: ChoiceRun, framer: Framer, metrics: Metrics) -> AsyncIterator[bytes]:
+    """The response body of a started run: always ends with `framer.closing()`."""
+    try:
+        for data in framer.opening():
+            yield data
+        async for step in run.steps():
+            if step.error is not None:
+                for data in framer.step(Step(step.events)):
+                    yield data
+                for data in framer.error(step.error):
+                    yield data
+                break
+            for data in framer.step(step):
+                yield data
+    except Exception as exc:  # the framer failed (a bug): still end the stream properly
+        metrics.stream_errors.inc()
+        await run.aclose()
+        for data in framer.error(failure(exc)):
+            yield data
+    for data in framer.closing():
+        yield data
