@@ -3,7 +3,8 @@
 `running(app)` serves an ASGI app with uvicorn on a free loopback port in a thread.
 `ScriptedUpstream` is a small server speaking vLLM's `/v1/completions` or SGLang's
 `/generate` protocol: it records each request body and streams back the token ids a
-test scripted, a few ids per event, as those engines do.
+test scripted, a few ids per event, as those engines do; or misbehaves as scripted
+(stalls, cut connections, error statuses, raw malformed events).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class Script:
     per_event: int = 3
     delay: float = 0.0  # seconds between events
     fail_after: int | None = None  # events sent before the connection is cut
+    stall: float = 0.0  # seconds before the first event
+    payloads: list[Any] | None = None  # raw events to send as they are, instead of `ids`
 
 
 @dataclass
@@ -93,6 +96,15 @@ class ScriptedUpstream:
         ids = script.ids
         starts = list(range(0, len(ids), script.per_event)) or [0]
         try:
+            if script.stall:
+                await asyncio.sleep(script.stall)
+            if script.payloads is not None:
+                for payload in script.payloads:
+                    yield b"data: " + json.dumps(payload).encode() + b"\n\n"
+                    if script.delay:
+                        await asyncio.sleep(script.delay)
+                yield b"data: [DONE]\n\n"
+                return
             for n, start in enumerate(starts):
                 if script.fail_after is not None and n >= script.fail_after:
                     raise ConnectionError("scripted failure")  # the connection is cut

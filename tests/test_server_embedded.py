@@ -196,3 +196,32 @@ def test_errors_in_openai_shape(served: Served) -> None:
     assert re.search(
         r'toolwire_requests_total\{route="/v1/chat/completions",status="404"\} 1', metrics
     )
+
+
+def test_a_dropped_request_frees_the_engine(served: Served) -> None:
+    """A client that leaves a non-streaming request stops its generation: the next
+    request does not wait for the abandoned one's tokens."""
+    count = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]
+    body = {"model": MODEL, "messages": count, "temperature": 0, "max_tokens": 1500}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(served.url + "/v1/chat/completions", json=body, timeout=0.5)
+    started = time.monotonic()
+    r = _call(served, max_tokens=4)
+    assert r.choices[0].finish_reason == "length"
+    assert time.monotonic() - started < 5  # 1500 tokens would take far longer
+    metrics = httpx.get(served.url + "/metrics").text
+    assert re.search(r"^toolwire_abandoned_requests_total [1-9]", metrics, re.M)
+
+
+def test_response_format_json_schema(served: Served) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 12}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    response_format = {"type": "json_schema", "json_schema": {"name": "place", "schema": schema}}
+    r = _call(served, max_tokens=40, response_format=response_format)
+    jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+    r = _call(served, max_tokens=40, response_format={"type": "json_object"})
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
