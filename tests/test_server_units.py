@@ -184,3 +184,32 @@ def test_gguf_vocabulary_matches_llama_cpp() -> None:
     for text in samples:
         assert tok.encode(text) == llama.tokenize(text.encode(), add_bos=False, special=True)
         assert tok.decode(tok.encode(text)) == text
+
+
+def test_structured_output_tag_for_every_format() -> None:
+    """`response_format`'s tag: for every format, a compiling tag whose last element is
+    the schema (after the format's reasoning block, where it has one), or no tag and a
+    reason; a schema that does not compile falls back to any JSON object."""
+    from tests import cases
+    from toolwire import formats
+    from toolwire.grammar.output import output_tag
+    from toolwire.grammar.preflight import check
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    untagged = set()
+    for name in formats.names():
+        tok = cases.tokenizer(name) if name != "mistral" else None
+        result = output_tag(name, schema, tokenizer=tok)
+        if result.tag is None:
+            assert result.reasons, name
+            untagged.add(name)
+            continue
+        assert check(result.tag) is None, name
+        elements = result.tag["format"]["elements"]
+        assert elements[-1] == {"type": "json_schema", "json_schema": schema}, name
+        assert (len(elements) == 3) == (formats.get(name).reasoning is not None), name
+    assert untagged == {"gpt_oss"}
+    broken = output_tag("qwen3", {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}})
+    assert broken.fallback == "relaxed"
+    assert broken.tag is not None
+    assert broken.tag["format"]["elements"][-1]["json_schema"] == {"type": "object"}

@@ -32,7 +32,7 @@ from toolwire.parser import Parser
 from toolwire.server.chunks import ChunkWriter, completion
 from toolwire.server.errors import ApiError
 from toolwire.server.metrics import CONTENT_TYPE, Metrics
-from toolwire.server.pipeline import ChoiceRun, Limits, Step, failure, plan
+from toolwire.server.pipeline import ChoiceRun, Limits, Plan, Step, failure, plan
 from toolwire.server.request import parse_request
 from toolwire.server.transport import ClientGone, read_json, sse, stream, unless_disconnected
 
@@ -98,11 +98,16 @@ def create_app(
     gated = Parser(engine.format, engine.tokenizer).gated
     warnings = startup_warnings(engine)
 
+    def _plan(body: Any) -> Plan:
+        request = parse_request(body, max_tools=limits.max_tools, max_nesting=limits.max_nesting)
+        return plan(engine, request, limits)
+
     async def chat(http: Request) -> Response:
         body = await read_json(http, limits.max_body_bytes)
-        request = parse_request(body, max_tools=limits.max_tools, max_nesting=limits.max_nesting)
-        # rendering and grammar checks take milliseconds to seconds: off the event loop
-        planned = await asyncio.to_thread(plan, engine, request, limits)
+        # validation, rendering and grammar checks take milliseconds to seconds: off the
+        # event loop
+        planned = await asyncio.to_thread(_plan, body)
+        request = planned.request
         if planned.grammar_fallback:
             metrics.grammar_fallbacks.labels(planned.grammar_fallback).inc()
             log.warning("grammar fallback: %s", "; ".join(planned.grammar_reasons))
