@@ -395,6 +395,8 @@ class ChoiceRun:
         """The last step of a run cut by `exc`: what the parser held, then the error."""
         self._metrics.stream_errors.inc()
         error = failure(exc)
+        if error.status != 500:  # a 500 was logged with its traceback by failure()
+            log.warning("run ended by an error: %s", error.message)
         try:
             events = self._release()
         except Exception as late:  # the parser itself failed: its state is lost
