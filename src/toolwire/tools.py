@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolwire.errors import UsageError
+from toolwire.nesting import MAX_DEPTH
 
 __all__ = ["Tools", "tool_function"]
 
@@ -45,9 +46,12 @@ def tool_function(tool: Any) -> Mapping[str, Any]:
     return function
 
 
-def schema_type(schema: Any) -> str | None:
-    """The JSON type a schema gives its value ('string', 'integer', ...), or None."""
-    if not isinstance(schema, Mapping):
+def schema_type(schema: Any, depth: int = 0) -> str | None:
+    """The JSON type a schema gives its value ('string', 'integer', ...), or None.
+
+    Any schema is taken, however malformed: what cannot be read types nothing (None).
+    """
+    if not isinstance(schema, Mapping) or depth > MAX_DEPTH:
         return None
     kind = schema.get("type")
     if isinstance(kind, list):
@@ -58,10 +62,11 @@ def schema_type(schema: Any) -> str | None:
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if isinstance(options, list):
-            found = {schema_type(o) for o in options} - {"null", None}
+            found = {schema_type(o, depth + 1) for o in options} - {"null", None}
             if len(found) == 1:
                 return found.pop()
-    if "enum" in schema and all(isinstance(v, str) for v in schema["enum"]):
+    enum = schema.get("enum")
+    if isinstance(enum, list) and all(isinstance(v, str) for v in enum):
         return "string"
     if "properties" in schema:
         return "object"

@@ -18,6 +18,7 @@ import re
 from enum import Enum
 
 from toolwire.formats.spec import CallContext, Reject
+from toolwire.nesting import MAX_DEPTH
 from toolwire.syntax.values import quote_fragment
 
 __all__ = ["GemmaCall"]
@@ -137,7 +138,7 @@ class GemmaCall:
                 self._fresh = False
                 self._begin_string(key=mode is _Mode.KEY)
                 continue
-            if quote.startswith(buf[pos:]):
+            if len(buf) - pos < len(quote) and quote.startswith(buf[pos:]):
                 break  # maybe the start of a quote: wait for the next text
             pos = self._structure(buf, pos)
         self._buf = buf[pos:]
@@ -181,6 +182,9 @@ class GemmaCall:
         return pos
 
     def _open(self, char: str) -> None:
+        if len(self._stack) >= MAX_DEPTH:
+            self._error = f"the call's arguments nest deeper than {MAX_DEPTH} levels"
+            return
         self._fresh = True
         self._stack.append(char)
         self._out.append(char)
@@ -218,7 +222,7 @@ def _scalar(word: str, kind: str | None) -> str:
             return _PYTHON[word]
         try:
             value = json.loads(word)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return word

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from toolwire.formats.spec import CallContext, Reject
+from toolwire.nesting import MAX_DEPTH, json_too_deep
 from toolwire.syntax.jsonscan import JsonValue
 
 __all__ = ["JsonArguments"]
@@ -57,8 +58,11 @@ class JsonArguments:
             raise Reject("the call's arguments are incomplete")
         if self._trailing:
             raise Reject("text after the call's arguments")
+        text = "".join(self._args)
+        if json_too_deep(text):
+            raise Reject(f"the arguments nest deeper than {MAX_DEPTH} levels")
         try:
-            value = json.loads("".join(self._args))
+            value = json.loads(text)
         except ValueError as exc:
             raise Reject(f"the arguments are not valid JSON ({exc})") from None
         if not isinstance(value, dict):

@@ -15,6 +15,7 @@ import json
 from enum import Enum
 
 from toolwire.formats.spec import CallContext, Reject
+from toolwire.nesting import MAX_DEPTH, json_too_deep
 from toolwire.syntax.jsonscan import STRING, JsonValue
 
 __all__ = ["JsonEnvelope"]
@@ -102,7 +103,11 @@ class JsonEnvelope:
                 match = STRING.match(buf, pos)
                 if match is None:
                     return pos  # hold the unfinished key
-                self._key = json.loads(match.group())
+                try:  # a raw control character inside the quotes is not JSON
+                    self._key = json.loads(match.group())
+                except ValueError:
+                    self._error = "a key of the call object is not a JSON string"
+                    break
                 self._phase, pos = _Phase.COLON, match.end()
             elif phase is _Phase.COLON:
                 if char != ":":
@@ -154,7 +159,7 @@ class JsonEnvelope:
         self._tried = True
         try:
             parsed, end = _DECODER.raw_decode(buf, start)
-        except ValueError:
+        except (ValueError, RecursionError):  # the scan takes it; `close` checks depth
             return False
         if end == len(buf) and buf[start] not in '{["':
             return False  # a number or literal at the end of the text may go on
@@ -171,7 +176,7 @@ class JsonEnvelope:
         if self._key in self.name_keys and self.name is None:
             try:
                 name = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 name = None
             if not isinstance(name, str) or not name:
                 self._error = "the tool name is not a string"
@@ -199,6 +204,8 @@ class JsonEnvelope:
         if self._args is None:
             self._args = "{}"
             self._pending.append("{}")
+        if json_too_deep(self._args):
+            raise Reject(f"the arguments nest deeper than {MAX_DEPTH} levels")
         value = self._parsed
         if value is _UNPARSED:
             try:

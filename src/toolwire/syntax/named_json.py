@@ -19,6 +19,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from toolwire.formats.spec import CallContext, Reject
+from toolwire.nesting import MAX_DEPTH, json_too_deep
 from toolwire.syntax.jsonscan import JsonValue
 
 __all__ = ["Head", "NamedJson"]
@@ -119,8 +120,11 @@ class NamedJson:
             raise Reject("the call's arguments are incomplete")
         if self._buf.strip(_WS) not in ("", self._tail):
             raise Reject("text after the call's arguments")
+        text = "".join(self._args)
+        if json_too_deep(text):
+            raise Reject(f"the arguments nest deeper than {MAX_DEPTH} levels")
         try:
-            value = json.loads("".join(self._args))
+            value = json.loads(text)
         except ValueError as exc:
             raise Reject(f"the arguments are not valid JSON ({exc})") from None
         if not isinstance(value, dict):

@@ -208,5 +208,5 @@ def python_literal(source: str, kind: str | None) -> str:
         return json.dumps(source, ensure_ascii=False)
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError):  # sets, bytes, complex, non-finite floats
+    except (TypeError, ValueError, RecursionError):  # sets, bytes, complex, non-finite floats
         return json.dumps(source, ensure_ascii=False)

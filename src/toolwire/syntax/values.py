@@ -14,6 +14,8 @@ import json
 from json.encoder import encode_basestring
 from typing import Any
 
+from toolwire.nesting import json_too_deep
+
 __all__ = ["as_json", "quote_fragment"]
 
 
@@ -23,9 +25,11 @@ def quote_fragment(text: str) -> str:
 
 
 def _parse(text: str) -> tuple[bool, Any]:
+    if json_too_deep(text):  # what does not parse stays a string, at any depth
+        return False, None
     try:
         return True, json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         return True, ast.literal_eval(text)
@@ -62,7 +66,7 @@ def as_json(text: str, kind: str | None) -> str:
                 return stripped
             try:
                 return json.dumps(value, ensure_ascii=False)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):
                 pass
     return json.dumps(text, ensure_ascii=False)
 
@@ -70,6 +74,6 @@ def as_json(text: str, kind: str | None) -> str:
 def _is_json(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
