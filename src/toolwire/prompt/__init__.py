@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolwire.errors import PromptError
+from toolwire.errors import PromptError, UsageError
 from toolwire.formats import get as get_format
 from toolwire.prompt.isolate import Source
 from toolwire.prompt.isolate import isolate as isolate_ids
 from toolwire.prompt.messages import plain, prepare, where
 from toolwire.prompt.reasoning import ends_in_reasoning
-from toolwire.prompt.template import iterates_content, render
+from toolwire.prompt.template import iterates_content, render, variables_read
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["Prompt", "render_prompt"]
@@ -43,6 +44,8 @@ _SPECIAL_TOKENS = (
     "cls_token",
     "mask_token",
 )
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Reasoning delimiters assumed when no format is named.
 _DEFAULT_REASONING = ("<think>", "</think>")
@@ -78,32 +81,44 @@ def render_prompt(
     `template`: the template text, or a path to a `.jinja` file; by default the
     tokenizer's own. `format`: the output format's name, whose reasoning delimiters
     decide `in_reasoning` (`<think>`/`</think>` when None). `template_kwargs`: extra
-    template variables such as `enable_thinking`; they are trusted like the template
-    itself (not isolated). `max_prompt_tokens`: a longer prompt raises `PromptError`.
+    template variables such as `enable_thinking`; those the template never reads are
+    dropped, and string values are request data, isolated like message content.
+    `max_prompt_tokens`: a longer prompt raises `PromptError`.
     """
+    if not isinstance(tokenizer, Tokenizer):
+        raise UsageError(
+            f"render_prompt needs a toolwire.Tokenizer (load_tokenizer(path)), "
+            f"got {type(tokenizer).__name__}"
+        )
     source = _template_source(tokenizer, template)
     delimiters = get_format(format).reasoning if format is not None else _DEFAULT_REASONING
     prepared = prepare(messages, list_content=iterates_content(source))
+    if tools is not None and not isinstance(tools, list | tuple):
+        raise PromptError(f"tools must be a list of tool objects, got {type(tools).__name__}")
     tool_data = None if tools is None else plain(list(tools), "tools")
-    variables = {
-        **{k: v for k in _SPECIAL_TOKENS if (v := tokenizer.token_string(k)) is not None},
-        **(plain(dict(template_kwargs), "template_kwargs") if template_kwargs else {}),
-    }
+    kwargs = _template_kwargs(template_kwargs, variables_read(source))
+    specials = {k: v for k in _SPECIAL_TOKENS if (v := tokenizer.token_string(k)) is not None}
 
     def render_with(data: list[Any]) -> str:
         # A fresh copy per render: templates may mutate what they are given.
-        *chat, marked_tools = copy.deepcopy(data)
+        *chat, marked_tools, marked_kwargs = copy.deepcopy(data)
         return render(
             source,
             chat,
             tools=marked_tools,
             add_generation_prompt=add_generation_prompt,
-            variables=variables,
+            variables={**specials, **dict(zip(kwargs, marked_kwargs, strict=True))},
         )
 
+    # Every string of the request is a source, template kwargs' values included: a
+    # client's kwarg is request data like message content (only their names, which
+    # the template reads, are not marked).
     sources: list[Source] = [(where(i, m), m) for i, m in enumerate(prepared)]
     sources.append(("tools", tool_data))
+    sources.append(("template_kwargs", list(kwargs.values())))
     text = render_with([data for _, data in sources])
+    if _SURROGATE.search(text):
+        raise PromptError("the chat template wrote a lone surrogate, which is not text")
     if isolate:
         ids, content = isolate_ids(tokenizer, text, sources, render_with)
     else:
@@ -117,14 +132,31 @@ def render_prompt(
     return Prompt(ids=ids, text=text, in_reasoning=ends_in_reasoning(text, delimiters, content))
 
 
+def _template_kwargs(given: Mapping[str, Any] | None, read: frozenset[str]) -> dict[str, Any]:
+    """The kwargs the template reads, as plain data; the others could change nothing."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise PromptError(f"template_kwargs must be a mapping, got {type(given).__name__}")
+    return {
+        key: plain(value, f"template_kwargs.{key}")
+        for key, value in given.items()
+        if isinstance(key, str) and key in read
+    }
+
+
 def _template_source(tokenizer: Tokenizer, template: str | os.PathLike[str] | None) -> str:
     if isinstance(template, os.PathLike):
         try:
             return Path(template).read_text(encoding="utf-8")
         except OSError as exc:
             raise PromptError(f"cannot read the chat template {template}: {exc}") from exc
-    if template is not None:
+    if isinstance(template, str):
         return template
+    if template is not None:
+        raise UsageError(
+            f"template must be the template text or a path, got {type(template).__name__}"
+        )
     if tokenizer.chat_template is None:
         raise PromptError(
             f"the tokenizer {tokenizer.name or '(unnamed)'} has no chat template; pass "

@@ -25,7 +25,8 @@ each whole occurrence of an added token's text, and at each end of a string the
 longest piece that could join a neighbour into a token (a string ending in `<tool_`
 and the next one starting with `call>`, as adjacent text parts are joined). Added
 tokens made only of whitespace are not delimiters and are left alone. The markers are
-Unicode noncharacters absent from the rendered prompt, so no request text can forge one.
+Unicode noncharacters absent from the rendered prompt (private-use characters when a
+request holds them all), so no request text can forge one.
 
 Invariant (checked, fails closed): the isolated ids decode to the same text as the
 plain ids, and no spelled piece holds an added-token id.
@@ -36,7 +37,7 @@ from __future__ import annotations
 import bisect
 import re
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,8 +116,21 @@ def isolate(
 
 
 def _markers(text: str) -> tuple[str, str]:
-    free = [c for c in _NONCHARACTERS if c not in text]
-    return free[0], free[1]
+    """Two characters absent from `text`: noncharacters, else private-use characters
+    (a request can hold every noncharacter, but not the ~137,000 private-use ones)."""
+    present = set(text)
+    free = (c for c in _candidates() if c not in present)
+    first, second = next(free, None), next(free, None)
+    if first is None or second is None:
+        raise PromptError("the request holds every character isolation could mark with")
+    return first, second
+
+
+def _candidates() -> Iterator[str]:
+    yield from _NONCHARACTERS
+    for low, high in ((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)):
+        for code in range(low, high + 1):
+            yield chr(code)
 
 
 def _mark(value: Any, vocab: _Vocabulary, opener: str, closer: str) -> tuple[Any, int]:

@@ -25,14 +25,17 @@ Every problem raises `PromptError` naming the message by index and role.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolwire.errors import PromptError
+from toolwire.nesting import MAX_DEPTH, json_too_deep
 
 __all__ = ["plain", "prepare", "where"]
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def where(index: int, message: Any) -> str:
@@ -41,20 +44,28 @@ def where(index: int, message: Any) -> str:
     return f"message {index} ({role})" if isinstance(role, str) else f"message {index}"
 
 
-def plain(value: Any, path: str) -> Any:
-    """A private copy of JSON-like data; anything else is a `PromptError` naming `path`."""
-    if value is None or type(value) in (str, int, float, bool):
+def plain(value: Any, path: str, depth: int = 0) -> Any:
+    """A private copy of JSON-like data; anything else is a `PromptError` naming `path`.
+
+    Refused too: nesting deeper than `nesting.MAX_DEPTH` (templates and the copies made
+    for them recurse), and strings holding a lone surrogate (no UTF-8 text can).
+    """
+    if value is None or type(value) in (int, float, bool):
         return value
     if isinstance(value, str):
-        return str.__str__(value)
+        if _SURROGATE.search(value):
+            raise PromptError(f"{path}: a string holds a lone surrogate, which is not text")
+        return value if type(value) is str else str.__str__(value)
     if isinstance(value, int):
         return int.__int__(value)
     if isinstance(value, float):
         return float.__float__(value)
+    if depth >= MAX_DEPTH and isinstance(value, Mapping | list | tuple):
+        raise PromptError(f"{path}: nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, Mapping):
-        return {plain(k, path): plain(v, path) for k, v in value.items()}
+        return {plain(k, path, depth + 1): plain(v, path, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [plain(v, path) for v in value]
+        return [plain(v, path, depth + 1) for v in value]
     raise PromptError(f"{path}: {type(value).__name__} is not JSON data")
 
 
@@ -112,10 +123,15 @@ def _parse_arguments(call: Any, name: str) -> None:
     if not arguments:
         function["arguments"] = {}
     elif isinstance(arguments, str):
+        if json_too_deep(arguments):
+            raise PromptError(f"{name}: tool call arguments nested deeper than {MAX_DEPTH} levels")
         try:
-            function["arguments"] = json.loads(arguments)
+            parsed = json.loads(arguments)
         except json.JSONDecodeError as exc:
             raise PromptError(
                 f"{name}: the arguments of tool call {function.get('name')!r} are not valid "
                 f"JSON ({exc.msg} at offset {exc.pos}); send them as a JSON object string"
             ) from exc
+        # Checked as the rest of the message was (a `\\ud800` escape decodes to a
+        # lone surrogate); the arguments sit 4 levels down in their message.
+        function["arguments"] = plain(parsed, name, 4)

@@ -31,6 +31,7 @@ from typing import Any
 
 import jinja2
 import jinja2.ext
+import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
 import jinja2.utils
@@ -38,7 +39,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from toolwire.errors import PromptError
 
-__all__ = ["compile_template", "iterates_content", "render"]
+__all__ = ["compile_template", "iterates_content", "render", "variables_read"]
 
 
 def _raise_exception(message: str) -> None:
@@ -132,6 +133,8 @@ def compile_template(source: str) -> jinja2.Template:
         return _ENV.from_string(source)
     except jinja2.exceptions.TemplateSyntaxError as exc:
         raise PromptError(f"the chat template does not compile: {exc} (line {exc.lineno})") from exc
+    except (RecursionError, MemoryError) as exc:  # nested beyond what Jinja's compiler takes
+        raise PromptError(f"the chat template does not compile ({type(exc).__name__})") from exc
 
 
 @lru_cache(maxsize=32)
@@ -190,3 +193,17 @@ def render(
         return template.render(**context)
     except jinja2.exceptions.TemplateError as exc:
         raise PromptError(f"the chat template refused this request: {exc}") from exc
+    except Exception as exc:
+        # The template is foreign code run on request data: whatever it raises
+        # (OverflowError from `'x' * n`, RecursionError from a recursive macro,
+        # TypeError from data of an unexpected shape) is this request failing to render.
+        raise PromptError(
+            f"the chat template failed on this request ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+@lru_cache(maxsize=32)
+def variables_read(source: str) -> frozenset[str]:
+    """The names a template reads from its context (besides what it sets itself)."""
+    compile_template(source)  # a syntax error is a PromptError
+    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source)))
