@@ -37,7 +37,10 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     tools = None
     if args.tools:
         with open(args.tools, encoding="utf-8") as fh:
-            tools = json.load(fh)
+            try:
+                tools = json.load(fh)
+            except ValueError as exc:
+                raise ToolwireError(f"{args.tools}: not a JSON tools list ({exc})") from exc
     parser = Parser(
         args.format,
         tokenizer,
@@ -116,8 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ToolwireError as exc:
         print(f"toolwire: {exc}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as exc:
+    except (OSError, EOFError, ValueError) as exc:  # unreadable input files or stdin
         print(f"toolwire: {exc}", file=sys.stderr)
+        return 2
+    except RecursionError:  # JSON input (--tools, --ids) nested beyond what json reads
+        print("toolwire: the JSON input is nested too deeply", file=sys.stderr)
         return 2
 
 

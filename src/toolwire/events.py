@@ -61,10 +61,15 @@ class ToolCallArguments:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallEnd:
-    """The call's arguments are complete."""
+    """The call ended: no more fragments of its arguments follow."""
 
     #: The call that ended.
     index: int
+    #: True when the arguments are a complete, valid JSON object. Always True for a
+    #: held call (the default). False only with `stream_arguments=True`, for a call
+    #: whose name was already streamed and whose arguments then turned out cut off or
+    #: malformed: its fragments stay as sent, and do not form valid JSON.
+    valid: bool = True
 
 
 Event: TypeAlias = Content | Reasoning | ToolCallBegin | ToolCallArguments | ToolCallEnd

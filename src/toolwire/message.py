@@ -20,8 +20,11 @@ class ToolCall:
     id: str
     #: The declared tool's name.
     name: str
-    #: The arguments as a JSON string (an object).
+    #: The arguments as a JSON string (an object), unless `valid` is False.
     arguments: str
+    #: False for a streamed call (`stream_arguments=True`) whose arguments were cut off
+    #: or malformed: `arguments` is then the text sent so far, not valid JSON.
+    valid: bool = True
 
     def to_openai(self) -> dict[str, Any]:
         return {
@@ -45,6 +48,7 @@ class Message:
         content: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, tuple[str, str, list[str]]] = {}
+        invalid: set[int] = set()
         order: list[int] = []
         for event in events:
             if isinstance(event, Content):
@@ -60,9 +64,15 @@ class Message:
                 if event.index not in calls:
                     raise UsageError(f"arguments for tool call {event.index} before it began")
                 calls[event.index][2].append(event.text)
-            elif isinstance(event, ToolCallEnd) and event.index not in calls:
-                raise UsageError(f"tool call {event.index} ends before it began")
-        tool_calls = [ToolCall(calls[i][0], calls[i][1], "".join(calls[i][2])) for i in order]
+            elif isinstance(event, ToolCallEnd):
+                if event.index not in calls:
+                    raise UsageError(f"tool call {event.index} ends before it began")
+                if not event.valid:
+                    invalid.add(event.index)
+        tool_calls = [
+            ToolCall(calls[i][0], calls[i][1], "".join(calls[i][2]), valid=i not in invalid)
+            for i in order
+        ]
         return cls(
             content="".join(content) or None,
             reasoning="".join(reasoning) or None,

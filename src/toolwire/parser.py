@@ -161,6 +161,15 @@ class Parser:
         stream_arguments: bool = False,
         call_id: Callable[[int], str] | None = None,
     ) -> None:
+        if not isinstance(format, Format | str):
+            raise UsageError(
+                f"format must be a format name or a Format, got {type(format).__name__}"
+            )
+        if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+            raise UsageError(
+                f"tokenizer must be a toolwire.Tokenizer (load_tokenizer(path)) or None, "
+                f"got {type(tokenizer).__name__}"
+            )
         self.format = format if isinstance(format, Format) else get_format(format)
         self.tokenizer = tokenizer
         self.tools = Tools.from_request(tools, tool_choice, parallel_tool_calls)
@@ -186,6 +195,7 @@ class Parser:
         self._call: _Call | None = None
         self._calls = 0
         self._in_section = False
+        self._space = ""  # whitespace in a section, kept only if stray text follows
         self._opener = ""  # the open section's opener, while nothing of it is decided
         self._opener_released = False
         self._finished = False
@@ -199,7 +209,23 @@ class Parser:
     # -- public API ----------------------------------------------------------------
 
     def feed(self, ids: Sequence[int]) -> list[Event]:
-        """Feed output token ids (any number); return the events they complete."""
+        """Feed output token ids (any number); return the events they complete.
+
+        An id the vocabulary has no text for decodes to nothing; anything but a
+        sequence of integers is a `UsageError`.
+        """
+        if (type(ids) is not list and type(ids) is not tuple) and (
+            isinstance(ids, str | bytes | Mapping) or not isinstance(ids, Sequence)
+        ):
+            raise UsageError(f"feed() takes a list of token ids, got {type(ids).__name__}")
+        try:
+            return self._feed(ids)
+        except TypeError as exc:
+            if all(type(token) is int for token in ids):
+                raise
+            raise UsageError("feed() takes integer token ids") from exc
+
+    def _feed(self, ids: Sequence[int]) -> list[Event]:
         if self._mode != "ids" or self._finished:
             self._start("ids")
         decoder = self._decoder
@@ -245,6 +271,8 @@ class Parser:
 
     def feed_text(self, text: str) -> list[Event]:
         """Feed output text from a text-only backend; delimiters are matched as text."""
+        if not isinstance(text, str):
+            raise UsageError(f"feed_text() takes a str, got {type(text).__name__}")
         self._start("text")
         out: list[Event] = []
         self._run(text, out)
@@ -333,7 +361,10 @@ class Parser:
         elif state is State.SECTION:
             text = buf[start:end]
             if text.strip():  # stray text between calls is content, not lost
+                text, self._space = self._space + text, ""
                 self._content.add(self._release_opener(self._literal_text(text)), out)
+            else:  # next to structure it is markup; before stray text, part of it
+                self._space += text
         else:
             call = self._call
             assert call is not None
@@ -375,6 +406,7 @@ class Parser:
 
     def _delimiter(self, form: str, out: list[Event]) -> None:
         state = self._state
+        self._space = ""  # whitespace held in a section ends next to structure: markup
         if state is State.HEADER:
             if form == self._h_close:
                 self._enter_body(form, out)
@@ -499,11 +531,11 @@ class Parser:
         if self.tools.choice == "none":
             return  # tool markup is consumed: no call, and nothing of it in content
         reason = self._verdict(call, closed)
-        if call.begun:  # streaming: the call stays a call, complete or cut off
+        if call.begun:  # streaming: the call stays a call, complete or not (`valid` says)
             fragment = "" if reason else call.syntax.arguments()
             if fragment:
                 out.append(ToolCallArguments(call.index, fragment))
-            out.append(ToolCallEnd(call.index))
+            out.append(ToolCallEnd(call.index, valid=not reason))
             if reason and self.strict:
                 raise MalformedOutput(reason, text=self._literal_text("".join(call.raw)))
             return

@@ -27,18 +27,20 @@ import codecs
 import contextlib
 import gzip
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from tokenizers import AddedToken
 from tokenizers import Tokenizer as _Backend
 from tokenizers.decoders import DecodeStream
 
-from toolwire.errors import UsageError
+from toolwire.errors import ToolwireError, UsageError
 
 __all__ = ["Detokenizer", "Tokenizer", "load_tokenizer"]
+
+_T = TypeVar("_T")
 
 
 class Detokenizer(Protocol):
@@ -96,6 +98,8 @@ class _TableDetokenizer:
         raw = self._bytes.get(token_id)
         if raw is None:
             s = self._text.get(token_id)
+            if s is None and type(token_id) is not int:  # only unknown ids pay this check
+                raise TypeError(f"token ids are integers, got {type(token_id).__name__}")
             raw = s.encode() if s is not None else b""
         out = self._decoder.decode(raw)
         self.pending = self._decoder.getstate()[0] != b""
@@ -339,19 +343,55 @@ def load_tokenizer(source: str | Path) -> Tokenizer:
     template) and a `chat_template.jinja` (or a single `*.jinja` file). Mistral's own
     files (`tekken*.json[.gz]`, `*.model.vN`), or a folder holding exactly one of them
     and no tokenizer.json, load through mistral-common (`toolwire.mistral_tokenizer`).
+
+    Anything that cannot be loaded (missing, unreadable, corrupt or inconsistent
+    files) raises `UsageError` naming the file.
     """
+    if not isinstance(source, str | Path):
+        raise UsageError(f"load_tokenizer takes a path or a hub id, got {type(source).__name__}")
+    try:
+        return _load(source)
+    except ToolwireError:
+        raise
+    except Exception as exc:  # a file's content the libraries reject, however they say so
+        raise UsageError(f"{source}: cannot load a tokenizer ({_why(exc)})") from exc
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _file(path: Path, parse: Callable[[str], _T]) -> _T:
+    """Read and parse one file; whatever fails (I/O, gzip, UTF-8, JSON, the tokenizers
+    library's own bare `Exception`) is a `UsageError` naming the file."""
+    try:
+        return parse(_read_text(path))
+    except ToolwireError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"{path}: not a readable tokenizer file ({_why(exc)})") from exc
+
+
+def _config(text: str) -> dict[str, Any]:
+    config = json.loads(text)
+    if not isinstance(config, dict):
+        raise ValueError("the file does not hold a JSON object")
+    return config
+
+
+def _load(source: str | Path) -> Tokenizer:
     from toolwire.mistral_tokenizer import is_mistral_file, load_mistral
 
     path = Path(source)
     if path.is_dir():
         for candidate in ("tokenizer.json", "tokenizer.json.gz"):
             if (path / candidate).is_file():
-                backend = _Backend.from_str(_read_text(path / candidate))
+                backend = _file(path / candidate, _Backend.from_str)
                 break
         else:
             mistral = sorted(p for p in path.iterdir() if is_mistral_file(p))
             if len(mistral) == 1:
-                return load_mistral(mistral[0])
+                return _file_mistral(mistral[0], load_mistral)
             found = f" (Mistral files: {', '.join(p.name for p in mistral)}; pass one)"
             raise UsageError(
                 f"{path}: no tokenizer.json or tokenizer.json.gz in this folder"
@@ -359,17 +399,23 @@ def load_tokenizer(source: str | Path) -> Tokenizer:
             )
         config: dict[str, Any] = {}
         if (path / "tokenizer_config.json").is_file():
-            config = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
+            config = _file(path / "tokenizer_config.json", _config)
         template = None
         if not _template_from(config):
             jinja = sorted(path.glob("chat_template.jinja")) or sorted(path.glob("*.jinja"))
             if len(jinja) == 1:
-                template = jinja[0].read_text(encoding="utf-8")
-        return Tokenizer(backend, config, chat_template=template, name=str(path))
+                template = _file(jinja[0], str)
+        try:
+            return Tokenizer(backend, config, chat_template=template, name=str(path))
+        except ToolwireError:
+            raise
+        except Exception as exc:  # a config whose entries have the wrong shape
+            where = path / "tokenizer_config.json"
+            raise UsageError(f"{where}: inconsistent with the vocabulary ({_why(exc)})") from exc
     if path.is_file():
         if is_mistral_file(path):
-            return load_mistral(path)
-        return Tokenizer(_Backend.from_str(_read_text(path)), name=str(path))
+            return _file_mistral(path, load_mistral)
+        return Tokenizer(_file(path, _Backend.from_str), name=str(path))
     text = str(source)
     if text.count("/") != 1 or text.startswith((".", "/")):
         raise UsageError(f"{text}: no such file or folder, and not a hub id (owner/name)")
@@ -381,3 +427,12 @@ def load_tokenizer(source: str | Path) -> Tokenizer:
             "Offline, pass a local folder holding tokenizer.json instead."
         ) from exc
     return Tokenizer(backend, name=text)
+
+
+def _file_mistral(path: Path, load: Callable[[Path], Tokenizer]) -> Tokenizer:
+    try:
+        return load(path)
+    except ToolwireError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"{path}: not a readable Mistral tokenizer file ({_why(exc)})") from exc
