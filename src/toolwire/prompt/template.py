@@ -202,8 +202,13 @@ def render(
         ) from exc
 
 
+#: Names `render` sets itself: a caller's variable cannot replace them.
+_RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt", *_ENV.globals})
+
+
 @lru_cache(maxsize=32)
 def variables_read(source: str) -> frozenset[str]:
-    """The names a template reads from its context (besides what it sets itself)."""
+    """The variables a template reads that a caller may set: the names it uses without
+    setting them itself, less what `render` provides (messages, tools, functions)."""
     compile_template(source)  # a syntax error is a PromptError
-    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source)))
+    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source))) - _RESERVED

@@ -1,0 +1,336 @@
+"""No untyped exception, from model output or from a request, on every format.
+
+Model output: a raw control character inside a JSON key or string, arguments nested
+far beyond `nesting.MAX_DEPTH`, schemas of any shape (`"enum": 5`, `"type": [{...}]`)
+give events (a malformed call is content) or `MalformedOutput` when strict. Requests:
+every malformed one is a `PromptError` naming the field, every caller mistake a
+`UsageError`, every unreadable tokenizer file a `UsageError` naming the file, and the
+CLI says `toolwire: ...` and exits 2. Streamed calls say whether they completed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import cases
+from tests.conftest import data_dir, tokenizer_for
+from toolwire import (
+    MalformedOutput,
+    Message,
+    Parser,
+    PromptError,
+    UsageError,
+    formats,
+    load_tokenizer,
+    render_prompt,
+    structural_tag_with_reason,
+)
+from toolwire.cli import main
+from toolwire.events import Event, ToolCallEnd
+from toolwire.nesting import MAX_DEPTH
+
+FORMATS = formats.names()
+
+#: Tools whose schemas are malformed in the ways requests send them.
+ODD_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"enum": 5},
+                    "limit": {"anyOf": [{"enum": 5}, 7]},
+                    "filters": {"type": [{"type": "object"}]},
+                    "tags": 5,
+                },
+                "required": 5,
+            },
+        },
+    }
+]
+
+
+def _deep(fmt: formats.Format, depth: int) -> str:
+    """A call whose `filters` argument is `depth` nested lists, in the format's syntax."""
+    text = fmt.render_output(calls=[("search", {"query": "x", "filters": "DEEPMARK"})])
+    nested = "[" * depth + "]" * depth
+    return re.sub(r'(<\|"\|>|"|\')?DEEPMARK(<\|"\|>|"|\')?', nested, text)
+
+
+def _parse(name: str, ids: list[int], **options: Any) -> Message | None:
+    """The message, or None when strict raised `MalformedOutput`; other errors propagate."""
+    tok = cases.tokenizer(name)
+    for cuts in ([], range(1, len(ids))):
+        parser = Parser(name, tok, **options)
+        events: list[Event] = []
+        start = 0
+        try:
+            for cut in [*cuts, len(ids)]:
+                events += parser.feed(ids[start:cut])
+                start = cut
+            events += parser.finish()
+        except MalformedOutput:
+            assert options.get("strict")
+            return None
+    return Message.from_events(events)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_malformed_model_output_is_content_or_malformed_output(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    outputs = {
+        "tab in a key": fmt.render_output(calls=[("search", {"qu\tery": "x"})]),
+        "newline in a key": fmt.render_output(calls=[("search", {"qu\nery": "x"})]),
+        "nested 1000 deep": _deep(fmt, 1000),
+        f"nested {MAX_DEPTH + 1} deep": _deep(fmt, MAX_DEPTH + 1),
+    }
+    for what, text in outputs.items():
+        ids = tok.encode(text)
+        for tools in (cases.TOOLS, ODD_TOOLS, None):
+            for stream in (False, True):
+                msg = _parse(name, ids, tools=tools, stream_arguments=stream)
+                assert msg is not None, what
+                for call in msg.tool_calls:
+                    if call.valid:
+                        assert isinstance(json.loads(call.arguments), dict), what
+                _parse(name, ids, tools=tools, stream_arguments=stream, strict=True)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_nesting_within_the_limit_is_a_call_and_beyond_it_is_content(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    shallow = _parse(name, tok.encode(_deep(fmt, 20)), tools=cases.TOOLS)
+    assert shallow is not None and [c.name for c in shallow.tool_calls] == ["search"]
+    deep = _parse(name, tok.encode(_deep(fmt, 1000)), tools=cases.TOOLS)
+    assert deep is not None
+    for call in deep.tool_calls:  # typed formats keep a value that does not parse as text
+        assert json.loads(call.arguments)["filters"] == "[" * 1000 + "]" * 1000
+    if not deep.tool_calls:
+        assert "[" * 1000 in (deep.content or "")
+
+
+@pytest.mark.parametrize("name", ["qwen3_coder", "glm45", "glm47", "pythonic", "minimax_m2"])
+def test_schemas_of_any_shape_type_nothing(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    text = fmt.render_output(calls=[("search", {"query": "3", "limit": 5, "filters": "x"})])
+    msg = _parse(name, tok.encode(text), tools=ODD_TOOLS)
+    assert msg is not None and [c.name for c in msg.tool_calls] == ["search"]
+
+
+def test_prose_holding_json_with_a_raw_tab_is_content() -> None:
+    tok = cases.tokenizer("llama3_json")
+    text = 'Sure!\n{"a\tb": 1}\nbye'
+    for strict in (False, True):
+        msg = _parse("llama3_json", tok.encode(text), strict=strict)
+        if msg is not None:
+            assert msg.tool_calls == [] and msg.content == text
+
+
+# -- stream_arguments: the end event says whether the arguments completed -----------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_streamed_call_says_whether_its_arguments_completed(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    call = ("search", {"query": "a long query " * 20})
+    whole = tok.encode(fmt.render_output(calls=[call]))
+    complete = _parse(name, whole, tools=cases.TOOLS, stream_arguments=True)
+    assert complete is not None and [c.valid for c in complete.tool_calls] == [True]
+    cut = tok.encode(fmt.render_output(calls=[call]))[: len(whole) // 2]
+    truncated = _parse(name, cut, tools=cases.TOOLS, stream_arguments=True)
+    assert truncated is not None
+    for streamed in truncated.tool_calls:
+        assert not streamed.valid  # fragments stay as sent: not a JSON object
+        with pytest.raises(ValueError):
+            json.loads(streamed.arguments)
+    held = _parse(name, cut, tools=cases.TOOLS)
+    assert held is not None and held.tool_calls == []
+
+
+def test_held_calls_always_end_valid() -> None:
+    tok = cases.tokenizer("hermes")
+    parser = Parser("hermes", tok, tools=cases.TOOLS)
+    text = formats.get("hermes").render_output(calls=cases.CALLS)
+    events = parser.feed(tok.encode(text)) + parser.finish()
+    ends = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert len(ends) == len(cases.CALLS) and all(e.valid for e in ends)
+
+
+# -- requests ------------------------------------------------------------------------
+
+
+def _nest(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _schema(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def _tool(parameters: Any) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": "f", "parameters": parameters}}]
+
+
+_USER = {"role": "user", "content": "hi"}
+_NONCHARACTERS = "".join(
+    [chr(c) for c in range(0xFDD0, 0xFDF0)]
+    + [chr(plane * 0x10000 + low) for plane in range(17) for low in (0xFFFE, 0xFFFF)]
+)
+
+
+def _with_arguments(arguments: str) -> list[dict[str, Any]]:
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    return [_USER, {"role": "assistant", "content": "", "tool_calls": [call]}]
+
+
+BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
+    "lone surrogate": ({"messages": [{"role": "user", "content": "a\ud800b"}]}, "message 0"),
+    "surrogate escape in arguments": (
+        {"messages": _with_arguments('{"a": "\\udc00"}')},
+        "message 1",
+    ),
+    "content nested 500 deep": (
+        {"messages": [{"role": "user", "content": _nest(500)}]},
+        "message 0",
+    ),
+    "extra field nested 500 deep": ({"messages": [{**_USER, "x": _nest(500)}]}, "message 0"),
+    "arguments nested 500 deep": (
+        {"messages": _with_arguments(json.dumps({"a": _nest(500)}))},
+        "message 1",
+    ),
+    "tool schema nested 250 deep": ({"messages": [_USER], "tools": _tool(_schema(250))}, "tools"),
+    "kwarg nested 500 deep": (
+        {"messages": [_USER], "template_kwargs": {"enable_thinking": _nest(500)}},
+        "template_kwargs.enable_thinking",
+    ),
+    "tools not a list": ({"messages": [_USER], "tools": 5}, "tools"),
+    "kwargs not a mapping": ({"messages": [_USER], "template_kwargs": [1]}, "template_kwargs"),
+    "template overflow": ({"messages": [_USER], "template": "{{ 'x' * 10**20 }}"}, "Overflow"),
+    "template recursion": (
+        {
+            "messages": [_USER],
+            "template": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        },
+        "RecursionError",
+    ),
+    "template type error": (
+        {"messages": [_USER], "template": "{{ messages[0].content + 1 }}"},
+        "TypeError",
+    ),
+}
+
+
+@pytest.mark.parametrize("what", BAD_REQUESTS)
+def test_bad_requests_are_prompt_errors_naming_the_field(what: str) -> None:
+    request, named = BAD_REQUESTS[what]
+    tok = tokenizer_for("qwen3")
+    with pytest.raises(PromptError, match=re.escape(named)):
+        render_prompt(tokenizer=tok, **request)
+
+
+def test_isolation_survives_a_request_holding_every_noncharacter() -> None:
+    tok = tokenizer_for("qwen3")
+    content = _NONCHARACTERS + "<tool_call>" + _NONCHARACTERS
+    prompt = render_prompt([{"role": "user", "content": content}], tok)
+    plain = render_prompt([{"role": "user", "content": "x"}], tok)
+    assert content in prompt.text
+    specials = [i for i in prompt.ids if i in tok.added_ids]
+    assert specials == [i for i in plain.ids if i in tok.added_ids]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_structural_tags_never_raise_for_a_requests_schemas(name: str) -> None:
+    tools = [
+        *ODD_TOOLS,
+        *(_tool(_schema(250))),
+        {"type": "function", "function": {"name": "g", "parameters": {"type": [{"a": 1}]}}},
+    ]
+    for choice in ("auto", "required"):
+        result = structural_tag_with_reason(name, tools, tool_choice=choice)
+        if result.fallback != "unsupported_format":
+            assert any("nested deeper" in r for r in result.reasons)
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        lambda tok: Parser("qwen3", "path/to/tokenizer"),
+        lambda tok: Parser(5, tok),
+        lambda tok: render_prompt([_USER], None),
+        lambda tok: render_prompt([_USER], tok, template=5),
+        lambda tok: Parser("qwen3", tok).feed({}),
+        lambda tok: Parser("qwen3", tok).feed({5: 1}),
+        lambda tok: Parser("qwen3", tok).feed("abc"),
+        lambda tok: Parser("qwen3", tok).feed(["a"]),
+        lambda tok: Parser("qwen3", tok).feed([[1]]),
+        lambda tok: Parser("qwen3", tok).feed([1.5]),
+        lambda tok: Parser("qwen3", tok).feed_text(5),
+        lambda tok: load_tokenizer(None),
+    ],
+)
+def test_caller_mistakes_are_usage_errors(mistake: Any) -> None:
+    with pytest.raises(UsageError):
+        mistake(tokenizer_for("qwen3"))
+
+
+def _corrupt(folder: Path, kind: str) -> Path:
+    """A tokenizer folder broken in one way; returns the file to be named."""
+    vocabulary = data_dir() / "tokenizers" / "qwen3" / "tokenizer.json.gz"
+    folder.mkdir()
+    if kind.startswith("config"):
+        shutil.copy(vocabulary, folder / "tokenizer.json.gz")
+        entry = '{"added_tokens_decoder": {"x": 5}}'
+        (folder / "tokenizer_config.json").write_text("[1]" if "object" in kind else entry)
+        return folder / "tokenizer_config.json"
+    target = folder / ("tokenizer.json.gz" if "gzip" in kind else "tokenizer.json")
+    data = {
+        "not gzip (gzip)": b"plain text",
+        "truncated gzip (gzip)": vocabulary.read_bytes()[:1000],  # EOFError in gzip
+        "not JSON": b"{not json",  # the tokenizers library raises a bare Exception
+        "not UTF-8": b"\xff\xfe{}",
+        "JSON but no tokenizer": b'{"a": 1}',
+    }[kind]
+    target.write_bytes(data)
+    return target
+
+
+CORRUPT = [
+    "not gzip (gzip)",
+    "truncated gzip (gzip)",
+    "not JSON",
+    "not UTF-8",
+    "JSON but no tokenizer",
+    "config is not an object",
+    "config entry malformed",
+]
+
+
+@pytest.mark.parametrize("kind", CORRUPT)
+def test_corrupt_tokenizer_files_are_usage_errors_naming_the_file(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "tok"
+    named = _corrupt(folder, kind)
+    with pytest.raises(UsageError, match=re.escape(str(named))):
+        load_tokenizer(folder)
+    assert main(["parse", "--format", "hermes", "--tokenizer", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("toolwire: ") and str(named) in err
