@@ -334,3 +334,21 @@ def test_corrupt_tokenizer_files_are_usage_errors_naming_the_file(
     assert main(["parse", "--format", "hermes", "--tokenizer", str(folder)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("toolwire: ") and str(named) in err
+
+
+def test_ids_without_text_decode_to_nothing_in_either_detokenizer() -> None:
+    """Byte-level vocabularies use a table, others `DecodeStream`: the same rule."""
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import models, pre_tokenizers
+
+    from toolwire import Tokenizer
+
+    words = Backend(models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    for tok in (Tokenizer(words), tokenizer_for("qwen3")):
+        a = tok.encode("a")
+        for ids in ([-1, *a], [*a, 10**12], [10**30, *a]):
+            parser = Parser("hermes", tok)
+            assert Message.from_events(parser.feed(ids) + parser.finish()).content == "a"
+        with pytest.raises(UsageError):
+            Parser("hermes", tok).feed([1.5])

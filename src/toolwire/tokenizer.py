@@ -113,14 +113,17 @@ class _TableDetokenizer:
 class _StreamDetokenizer:
     """Any other vocabulary: `tokenizers`' own DecodeStream (special tokens kept)."""
 
-    __slots__ = ("_backend", "_stream", "pending")
+    __slots__ = ("_backend", "_size", "_stream", "pending")
 
     def __init__(self, backend: _Backend) -> None:
         self._backend = backend
+        self._size = int(backend.get_vocab_size(with_added_tokens=True))
         self._stream = DecodeStream(skip_special_tokens=False)
         self.pending = True  # DecodeStream keeps its own context: no table shortcut
 
     def step(self, token_id: int) -> str:
+        if not 0 <= token_id < self._size:  # no text, as with the byte table
+            return ""
         out = self._stream.step(self._backend, token_id)
         return out or ""
 
