@@ -158,6 +158,16 @@ TEMPLATES: dict[str, list[tuple[str | None, list[dict[str, Any]]]]] = {
     ],
 }
 
+
+def prompt_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`render_prompt` options for one kwarg set: the tokenizer's named tokens (Llama's
+    `bos_token`, which its shared config lacks) are `special_tokens`, trusted; the rest
+    are `template_kwargs`, request data."""
+    special = {k: v for k, v in kwargs.items() if k.endswith("_token")}
+    rest = {k: v for k, v in kwargs.items() if k not in special}
+    return {"template_kwargs": rest, "special_tokens": special}
+
+
 #: Families whose vocabulary is not available offline: tests use `tests.derived`.
 DERIVED = frozenset({"kimi_k2", "glm", "minimax_m2", "gemma4"})
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.prompt_cases import TEMPLATES, template_text
+from tests.prompt_cases import TEMPLATES, prompt_options, template_text
 from tests.test_prompt_isolation import family_tokenizer
 from toolwire import Tokenizer, render_prompt
 from toolwire.prompt.template import variables_read
@@ -118,7 +118,7 @@ def request(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 def payload(tok: Tokenizer, source: str, kwargs: dict[str, Any]) -> str:
     messages, tools = request("neutral")
-    base = render_prompt(messages, tok, tools=tools, template=source, template_kwargs=kwargs)
+    base = render_prompt(messages, tok, tools=tools, template=source, **prompt_options(kwargs))
     emitted = {tok.token_text(i) for i in base.ids if i in tok.added_ids}
     common = ("<tool_call>", "</tool_call>", "<think>", "</think>")
     delimiters = {t for t in common if t in tok.added_tokens}
@@ -145,18 +145,21 @@ def test_every_special_id_comes_from_the_template(
     assert source is not None
     attack = payload(tok, source, kwargs)
     assert len(attack.split()) >= 3
+    # The named special tokens are variables too: a client's `bos_token` is text.
     text_variables = sorted(variables_read(source) - _NOT_TEXT - set(kwargs))
 
     def render(text: str, isolate: bool = True) -> list[int]:
         messages, tools = request(text)
         extra = {k: f"{k} {text}" for k in text_variables}
         extra["not_read_by_the_template"] = text
+        options = prompt_options(kwargs)
         prompt = render_prompt(
             messages,
             tok,
             tools=tools,
             template=source,
-            template_kwargs={**extra, **kwargs},
+            template_kwargs={**extra, **options["template_kwargs"]},
+            special_tokens=options["special_tokens"],
             isolate=isolate,
         )
         return prompt.ids

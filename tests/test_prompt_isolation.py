@@ -18,7 +18,14 @@ import pytest
 import toolwire
 from tests.conftest import tokenizer_for
 from tests.derived import derived_tokenizer
-from tests.prompt_cases import CONVERSATIONS, DERIVED, TEMPLATES, TOOLS, template_text
+from tests.prompt_cases import (
+    CONVERSATIONS,
+    DERIVED,
+    TEMPLATES,
+    TOOLS,
+    prompt_options,
+    template_text,
+)
 from toolwire import PromptError, Tokenizer, UsageError, render_prompt
 
 
@@ -97,7 +104,7 @@ def test_injected_delimiters_are_spelled(
 ) -> None:
     tok = family_tokenizer(family)
     template = template_text(family, name)
-    options: dict[str, Any] = {"tools": TOOLS, "template": template, "template_kwargs": kwargs}
+    options: dict[str, Any] = {"tools": TOOLS, "template": template, **prompt_options(kwargs)}
     baseline = render_prompt(CONVERSATIONS["tool_call_and_result"][0], tok, **options)
     emitted = sorted({tok.token_text(i) for i in baseline.ids if i in tok.added_ids})
     assert len(emitted) >= 3

@@ -37,6 +37,7 @@ from tests.prompt_cases import (  # noqa: E402
     TEMPLATES,
     TOOLS,
     as_template_data,
+    prompt_options,
     template_text,
 )
 from toolwire import PromptError, Tokenizer, render_prompt  # noqa: E402
@@ -96,11 +97,13 @@ def test_ids_match_transformers(family: str, name: str | None, kwargs: dict[str,
             )
         except jinja2.exceptions.TemplateError as exc:  # the template refuses this chat
             with pytest.raises(PromptError, match="refused") as refused:
-                render_prompt(messages, tok, tools=tools, template=template, template_kwargs=kwargs)
+                render_prompt(
+                    messages, tok, tools=tools, template=template, **prompt_options(kwargs)
+                )
             assert str(exc) in str(refused.value)
             continue
         prompt = render_prompt(
-            messages, tok, tools=tools, template=template, template_kwargs=kwargs
+            messages, tok, tools=tools, template=template, **prompt_options(kwargs)
         )
         assert prompt.ids == expected, conversation
         assert tok.decode(prompt.ids) == prompt.text, conversation
@@ -113,7 +116,7 @@ def test_ids_match_transformers(family: str, name: str | None, kwargs: dict[str,
         return_dict=False,
         **kwargs,
     )
-    options = {"template": template, "template_kwargs": kwargs, "add_generation_prompt": False}
+    options = {"template": template, **prompt_options(kwargs), "add_generation_prompt": False}
     assert render_prompt(messages, tok, **options).ids == expected
     assert rendered >= len(CONVERSATIONS) - 1
 

@@ -363,8 +363,10 @@ class Parser:
             if text.strip():  # stray text between calls is content, not lost
                 text, self._space = self._space + text, ""
                 self._content.add(self._release_opener(self._literal_text(text)), out)
-            else:  # next to structure it is markup; before stray text, part of it
+            elif self._opener:  # held until stray text releases the opener with it
                 self._space += text
+            else:  # the content run keeps it only if more text follows
+                self._content.add(text, out)
         else:
             call = self._call
             assert call is not None

@@ -75,6 +75,7 @@ def render_prompt(
     isolate: bool = True,
     template_kwargs: Mapping[str, Any] | None = None,
     max_prompt_tokens: int | None = None,
+    special_tokens: Mapping[str, str] | None = None,
 ) -> Prompt:
     """Render `messages` (OpenAI shapes) with the model's chat template into prompt ids.
 
@@ -83,7 +84,9 @@ def render_prompt(
     decide `in_reasoning` (`<think>`/`</think>` when None). `template_kwargs`: extra
     template variables such as `enable_thinking`; those the template never reads are
     dropped, and string values are request data, isolated like message content.
-    `max_prompt_tokens`: a longer prompt raises `PromptError`.
+    `max_prompt_tokens`: a longer prompt raises `PromptError`. `special_tokens`: the
+    tokenizer's named tokens (`bos_token`, `eos_token`, ...) where its config lacks
+    them; trusted like the config: the template writes them as their ids.
     """
     if not isinstance(tokenizer, Tokenizer):
         raise UsageError(
@@ -98,6 +101,12 @@ def render_prompt(
     tool_data = None if tools is None else plain(list(tools), "tools")
     kwargs = _template_kwargs(template_kwargs, variables_read(source))
     specials = {k: v for k in _SPECIAL_TOKENS if (v := tokenizer.token_string(k)) is not None}
+    for key, value in (special_tokens or {}).items():
+        if key not in _SPECIAL_TOKENS or not isinstance(value, str):
+            raise UsageError(
+                f"special_tokens takes {', '.join(_SPECIAL_TOKENS)} as strings, got {key!r}"
+            )
+        specials[key] = value
 
     def render_with(data: list[Any]) -> str:
         # A fresh copy per render: templates may mutate what they are given.

@@ -106,7 +106,10 @@ class JsonEnvelope:
                 try:  # a raw control character inside the quotes is not JSON
                     self._key = json.loads(match.group())
                 except ValueError:
+                    # The key belongs to the body: a self-ending body stops after it,
+                    # never inside text it held back from an earlier chunk.
                     self._error = "a key of the call object is not a JSON string"
+                    pos = match.end()
                     break
                 self._phase, pos = _Phase.COLON, match.end()
             elif phase is _Phase.COLON:
