@@ -15,14 +15,13 @@ as a string is a number (`days="3"` -> 3); otherwise the literal's own type hold
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from enum import Enum
 from typing import Any
 
 from toolwire.formats.spec import CallContext, Reject
-from toolwire.syntax.values import as_json, quote_fragment
+from toolwire.syntax.values import as_json, literal, quote_fragment
 
 __all__ = ["PythonicCall", "python_literal"]
 
@@ -197,7 +196,7 @@ class PythonicCall:
 def python_literal(source: str, kind: str | None) -> str:
     """The JSON text of one Python literal, typed by the schema's `kind`."""
     try:
-        value: Any = ast.literal_eval(source)
+        value: Any = literal(source)
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return as_json(source, "string" if kind in (None, "any") else kind)
     if isinstance(value, str):

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import ast
 import json
+import warnings
 from json.encoder import encode_basestring
 from typing import Any
 
 from toolwire.nesting import json_too_deep
 
-__all__ = ["as_json", "quote_fragment"]
+__all__ = ["as_json", "literal", "quote_fragment"]
 
 
 def quote_fragment(text: str) -> str:
@@ -32,9 +33,17 @@ def _parse(text: str) -> tuple[bool, Any]:
     except (ValueError, RecursionError):
         pass
     try:
-        return True, ast.literal_eval(text)
+        return True, literal(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return False, None
+
+
+def literal(source: str) -> Any:
+    """`ast.literal_eval` without its warnings: model text such as `"a\\E"` makes
+    Python warn about an invalid escape, which would print from a sans-I/O core."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(source)
 
 
 def as_json(text: str, kind: str | None) -> str:
