@@ -11,6 +11,8 @@ CLI says `toolwire: ...` and exits 2. Streamed calls say whether they completed.
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
 import shutil
 from pathlib import Path
@@ -352,3 +354,57 @@ def test_ids_without_text_decode_to_nothing_in_either_detokenizer() -> None:
             assert Message.from_events(parser.feed(ids) + parser.finish()).content == "a"
         with pytest.raises(UsageError):
             Parser("hermes", tok).feed([1.5])
+
+
+_ODD_VALUES: list[Any] = [5, "x", None, True, [], {}, [{"a": 1}], [5], -1.5, ["string", 5]]
+_KEYWORDS = ["type", "properties", "items", "enum", "anyOf", "oneOf", "allOf", "required",
+             "pattern", "const", "additionalProperties", "minimum", "maxLength", "format",
+             "prefixItems", "$ref", "$defs", "default"]  # fmt: skip
+
+
+_TYPES: list[Any] = ["object", "string", "integer", "array", "null", "dict", "any", 5,
+                     [{"a": 1}], ["string", "null"], [], None]  # fmt: skip
+
+
+def _random_schema(rng: random.Random, depth: int = 0) -> Any:
+    """A schema of any shape: right and wrong values for JSON Schema's keywords."""
+    if depth > 3 or rng.random() < 0.2:
+        return rng.choice(_ODD_VALUES)
+    schema: dict[str, Any] = {}
+    for _ in range(rng.randint(0, 4)):
+        key = rng.choice(_KEYWORDS)
+        if key == "properties" and rng.random() < 0.8:
+            names = ["a", "b c", "<x>"]
+            schema[key] = {rng.choice(names): _random_schema(rng, depth + 1) for _ in range(2)}
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and rng.random() < 0.8:
+            schema[key] = [_random_schema(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+        elif key in ("items", "additionalProperties"):
+            schema[key] = _random_schema(rng, depth + 1)
+        elif key == "type":
+            schema[key] = rng.choice(_TYPES)
+        elif key == "pattern":
+            schema[key] = rng.choice(["(?=a)b", "[", 5, "(?<!x"])
+        else:
+            schema[key] = rng.choice(_ODD_VALUES)
+    return schema
+
+
+def test_structural_tags_take_schemas_of_any_shape() -> None:
+    """Random schemas, right and wrong, on every format: a tag or None, never an error."""
+    rng = random.Random("schemas")
+    for _ in range(int(os.environ.get("TOOLWIRE_FUZZ", "120")) // 5):
+        tools = [
+            {"type": "function", "function": {"name": "f", "parameters": _random_schema(rng)}},
+            {
+                "type": "function",
+                "function": {
+                    "name": "g",
+                    "strict": rng.choice([True, False, None, 5]),
+                    "parameters": {"type": "object", "properties": {"a": _random_schema(rng)}},
+                },
+            },
+        ]
+        for name in FORMATS:
+            named = {"type": "function", "function": {"name": "f"}}
+            choice = rng.choice(["auto", "required", named])
+            structural_tag_with_reason(name, tools, tool_choice=choice)
