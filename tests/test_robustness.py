@@ -10,18 +10,18 @@ CLI says `toolwire: ...` and exits 2. Streamed calls say whether they completed.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import cases
-from tests.conftest import data_dir, tokenizer_for
+from tests.conftest import tokenizer_for
 from toolwire import (
     MalformedOutput,
     Message,
@@ -295,17 +295,20 @@ def test_caller_mistakes_are_usage_errors(mistake: Any) -> None:
 
 def _corrupt(folder: Path, kind: str) -> Path:
     """A tokenizer folder broken in one way; returns the file to be named."""
-    vocabulary = data_dir() / "tokenizers" / "qwen3" / "tokenizer.json.gz"
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import models
+
+    valid = Backend(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")).to_str()
     folder.mkdir()
     if kind.startswith("config"):
-        shutil.copy(vocabulary, folder / "tokenizer.json.gz")
+        (folder / "tokenizer.json").write_text(valid)
         entry = '{"added_tokens_decoder": {"x": 5}}'
         (folder / "tokenizer_config.json").write_text("[1]" if "object" in kind else entry)
         return folder / "tokenizer_config.json"
     target = folder / ("tokenizer.json.gz" if "gzip" in kind else "tokenizer.json")
     data = {
         "not gzip (gzip)": b"plain text",
-        "truncated gzip (gzip)": vocabulary.read_bytes()[:1000],  # EOFError in gzip
+        "truncated gzip (gzip)": gzip.compress(valid.encode())[:-12],  # EOFError in gzip
         "not JSON": b"{not json",  # the tokenizers library raises a bare Exception
         "not UTF-8": b"\xff\xfe{}",
         "JSON but no tokenizer": b'{"a": 1}',
