@@ -16,7 +16,8 @@ class ToolwireError(Exception):
 
 
 class UsageError(ToolwireError, ValueError):
-    """The caller used the API wrongly: unknown format, bad `tools`, wrong state."""
+    """The caller used the API wrongly: unknown format, bad `tools`, wrong state, ids
+    that are not integers, or a tokenizer file that cannot be loaded (named)."""
 
 
 class MalformedOutput(ToolwireError):
