@@ -10,6 +10,7 @@ CLI says `toolwire: ...` and exits 2. Streamed calls say whether they completed.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -411,3 +412,60 @@ def test_structural_tags_take_schemas_of_any_shape() -> None:
             named = {"type": "function", "function": {"name": "f"}}
             choice = rng.choice(["auto", "required", named])
             structural_tag_with_reason(name, tools, tool_choice=choice)
+
+
+_ODD_DATA: list[Any] = [None, 5, -1, 1.5, True, "", "<|im_start|>", "<tool_call>", [], {},
+                        [1], {"a": 1}, [{"type": "image"}], [{"type": "text", "text": 5}],
+                        "\ufdd0", float("nan"), 10**30]  # fmt: skip
+_FIELDS = ["name", "tool_calls", "content", "role", "reasoning_content", "function",
+           "arguments", "tool_call_id"]  # fmt: skip
+
+
+def _damage(value: Any, rng: random.Random, depth: int = 0) -> Any:
+    """`value` with a few parts replaced by data of the wrong shape."""
+    if depth > 6:
+        return value
+    if rng.random() < 0.1:
+        return rng.choice(_ODD_DATA)
+    if isinstance(value, dict):
+        value = dict(value)
+        if value and rng.random() < 0.3:
+            key = rng.choice(list(value))
+            value[key] = _damage(value[key], rng, depth + 1)
+        if rng.random() < 0.1:
+            value[rng.choice(_FIELDS)] = rng.choice(_ODD_DATA)
+        if value and rng.random() < 0.1:
+            del value[rng.choice(list(value))]
+    elif isinstance(value, list):
+        value = list(value)
+        if value and rng.random() < 0.5:
+            at = rng.randrange(len(value))
+            value[at] = _damage(value[at], rng, depth + 1)
+        if rng.random() < 0.1:
+            value.append(rng.choice(_ODD_DATA))
+    return value
+
+
+def test_damaged_requests_raise_only_typed_errors() -> None:
+    """Real conversations with parts of the wrong shape, on every template of the shared
+    data: a prompt, or `PromptError`/`UsageError` (the template's own TypeErrors on
+    data it did not expect included)."""
+    from tests.prompt_cases import CONVERSATIONS, TEMPLATES, TOOLS, template_text
+    from tests.test_prompt_isolation import family_tokenizer
+    from toolwire import ToolwireError
+
+    rng = random.Random("requests")
+    templates = [(family, name) for family, entries in TEMPLATES.items() for name, _ in entries]
+    kwargs = {"enable_thinking": True, "model_identity": "x", "thinking": False}
+    for _ in range(int(os.environ.get("TOOLWIRE_FUZZ", "120"))):
+        family, name = rng.choice(templates)
+        messages, _ = rng.choice(list(CONVERSATIONS.values()))
+        tools = _damage(TOOLS, rng) if rng.random() < 0.7 else rng.choice(_ODD_DATA)
+        with contextlib.suppress(ToolwireError):
+            render_prompt(
+                _damage(messages, rng),
+                family_tokenizer(family),
+                tools=tools,
+                template=template_text(family, name),
+                template_kwargs=_damage(kwargs, rng) if rng.random() < 0.3 else None,
+            )
