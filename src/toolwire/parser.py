@@ -214,60 +214,60 @@ class Parser:
         An id the vocabulary has no text for decodes to nothing; anything but a
         sequence of integers is a `UsageError`.
         """
-        if (type(ids) is not list and type(ids) is not tuple) and (
-            isinstance(ids, str | bytes | Mapping) or not isinstance(ids, Sequence)
+        kind = type(ids)
+        if (
+            kind is not list
+            and kind is not tuple
+            and (isinstance(ids, str | bytes | Mapping) or not isinstance(ids, Sequence))
         ):
-            raise UsageError(f"feed() takes a list of token ids, got {type(ids).__name__}")
-        try:
-            return self._feed(ids)
+            raise UsageError(f"feed() takes a list of token ids, got {kind.__name__}")
+        try:  # free unless raised: an id that is not an integer fails a lookup below
+            if self._mode != "ids" or self._finished:
+                self._start("ids")
+            decoder = self._decoder
+            if decoder is None:
+                raise UsageError("feed() needs a tokenizer; use feed_text() for text")
+            # Fast path: ordinary ids in a state where ordinary text cannot begin a
+            # delimiter go straight to the state's sink (the same result as the scan).
+            plain = self._plain_texts
+            state = self._state
+            if plain is not None and state in self._fast and not self._held and not decoder.pending:
+                if len(ids) == 1:
+                    text = plain.get(ids[0])
+                else:
+                    texts = [plain.get(token) for token in ids]
+                    text = None if None in texts else "".join(texts)  # type: ignore[arg-type]
+                if text is not None:
+                    out: list[Event] = []
+                    if state is State.CONTENT:
+                        self._content.add(text, out)
+                    elif state is State.REASONING:
+                        self._reasoning.add(text, out)
+                    elif self._call is not None and self._call.held:
+                        self._call.raw.append(text)  # a held body is parsed when it closes
+                        self._call.body.append(text)
+                    else:  # what the scan would do with text holding no delimiter
+                        stop = self._route(text, 0, len(text), out)
+                        if stop < len(text):  # a self-ending body ended: the rest is scanned
+                            self._run(text[stop:], out)
+                    return out
+            forms, drop = self._id_forms, self._drop
+            parts: list[str] = []
+            for token in ids:
+                form = forms.get(token)
+                if form is not None:
+                    if decoder.pending:  # an incomplete character ends before a delimiter
+                        parts.append(decoder.flush())
+                    parts.append(form)
+                elif token not in drop:
+                    parts.append(decoder.step(token))
+            events: list[Event] = []
+            self._run("".join(parts), events)
+            return events
         except TypeError as exc:
             if all(type(token) is int for token in ids):
                 raise
             raise UsageError("feed() takes integer token ids") from exc
-
-    def _feed(self, ids: Sequence[int]) -> list[Event]:
-        if self._mode != "ids" or self._finished:
-            self._start("ids")
-        decoder = self._decoder
-        if decoder is None:
-            raise UsageError("feed() needs a tokenizer; use feed_text() for text")
-        # Fast path: ordinary ids in a state where ordinary text cannot begin a
-        # delimiter go straight to the state's sink (the same result as the scan).
-        plain = self._plain_texts
-        state = self._state
-        if plain is not None and state in self._fast and not self._held and not decoder.pending:
-            if len(ids) == 1:
-                text = plain.get(ids[0])
-            else:
-                texts = [plain.get(token) for token in ids]
-                text = None if None in texts else "".join(texts)  # type: ignore[arg-type]
-            if text is not None:
-                out: list[Event] = []
-                if state is State.CONTENT:
-                    self._content.add(text, out)
-                elif state is State.REASONING:
-                    self._reasoning.add(text, out)
-                elif self._call is not None and self._call.held:
-                    self._call.raw.append(text)  # a held body is parsed when it closes
-                    self._call.body.append(text)
-                else:  # what the scan would do with text holding no delimiter
-                    stop = self._route(text, 0, len(text), out)
-                    if stop < len(text):  # a self-ending body ended: the rest is scanned
-                        self._run(text[stop:], out)
-                return out
-        forms, drop = self._id_forms, self._drop
-        parts: list[str] = []
-        for token in ids:
-            form = forms.get(token)
-            if form is not None:
-                if decoder.pending:  # an incomplete character ends before a delimiter
-                    parts.append(decoder.flush())
-                parts.append(form)
-            elif token not in drop:
-                parts.append(decoder.step(token))
-        events: list[Event] = []
-        self._run("".join(parts), events)
-        return events
 
     def feed_text(self, text: str) -> list[Event]:
         """Feed output text from a text-only backend; delimiters are matched as text."""
