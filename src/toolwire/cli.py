@@ -56,6 +56,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
             raise ToolwireError("--ids expects a JSON list of integers on stdin")
     else:
+        data.encode("utf-8")  # stdin read with surrogateescape (C locale): ValueError, exit 2
         ids = tokenizer.encode(data)
     size = max(1, args.chunk or len(ids) or 1)
     events: list[Event] = []
