@@ -2,10 +2,13 @@
 
 Data flow::
 
-    messages, tools --messages.prepare()--> the data a template reads
+    messages, tools, --messages.prepare()--> the data a template reads (checked:
+    template_kwargs                          JSON data, depth, no lone surrogates;
+                                             kwargs the template never reads dropped)
                     --template.render()---> prompt text (Hugging Face semantics)
                     --isolate.isolate()---> prompt ids; added-token text from the
-                                            request spelled from ordinary sub-words
+                                            request (kwargs' values included) spelled
+                                            from ordinary sub-words
                     --reasoning-----------> does the prompt end inside reasoning?
 
 `render_prompt` is the one entry point; `Prompt` is its result. With `isolate=False`
