@@ -21,6 +21,7 @@ from toolwire.syntax.jsonscan import STRING, JsonValue
 __all__ = ["JsonEnvelope"]
 
 _WS = " \t\r\n"
+_SCALAR_END = frozenset(_WS + ",}]")  # where the scan ends a scalar (`jsonscan`)
 _DECODER = json.JSONDecoder()
 _UNPARSED = object()
 
@@ -164,8 +165,10 @@ class JsonEnvelope:
             parsed, end = _DECODER.raw_decode(buf, start)
         except (ValueError, RecursionError):  # the scan takes it; `close` checks depth
             return False
-        if end == len(buf) and buf[start] not in '{["':
-            return False  # a number or literal at the end of the text may go on
+        if buf[start] not in '{["' and (end == len(buf) or buf[end] not in _SCALAR_END):
+            # A number or literal at the end of the text may go on; one followed by
+            # more word (`3abc`) ends where the scan says, in any chunking.
+            return False
         self._value_end = end
         self._take(buf[start:end])
         if self._key in self.argument_keys and self._args is None:
