@@ -12,6 +12,9 @@ or stalled request is a plain 502/504. A stream always ends with `data: [DONE]`;
 failure after it started (engine, timeout, bad upstream data, a bug) is sent as one
 `data: {"error": ...}` event before it. The stream boundary is `pipeline.ChoiceRun`
 and `transport.stream`; `ChatFramer` only formats.
+
+The Responses API (`routes_responses`) and the Messages API (`routes_messages`) are
+added from their own modules; all three run the same pipeline and stream boundary.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from toolwire.server.metrics import CONTENT_TYPE, Metrics
 from toolwire.server.pipeline import ChoiceRun, Limits, Plan, Step, failure, plan
 from toolwire.server.request import parse_request
 from toolwire.server.transport import ClientGone, read_json, sse, stream, unless_disconnected
+from toolwire.server.responses_store import ResponseStore
+from toolwire.server.routes_messages import add_messages_routes
+from toolwire.server.routes_responses import add_responses_routes
 
 __all__ = ["ChatFramer", "create_app", "startup_warnings"]
 
@@ -157,6 +163,9 @@ def create_app(
             response = JSONResponse(error.body(), status_code=error.status)
         metrics.requests.labels(_CHAT, str(response.status_code)).inc()
         return response
+
+    add_responses_routes(app, engine, limits, metrics, ResponseStore())
+    add_messages_routes(app, engine, limits, metrics)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -298,6 +298,11 @@ class ChoiceRun:
         self._ended = False
         self._accounted = False
 
+    @property
+    def stop_string(self) -> str | None:
+        """The stop string that ended the output, if one did."""
+        return self._stops.matched
+
     # -- the engine side ---------------------------------------------------------
 
     async def start(self) -> None:

@@ -23,13 +23,15 @@ __all__ = ["StopMatcher"]
 class StopMatcher:
     """Cuts content at the first stop string; `stopped` turns True when one matched."""
 
-    __slots__ = ("_held", "_prefixes", "_stops", "stopped")
+    __slots__ = ("_held", "_prefixes", "_stops", "matched", "stopped")
 
     def __init__(self, stops: Sequence[str]) -> None:
         self._stops = [s for s in stops if s]
         self._prefixes = {s[:k] for s in self._stops for k in range(1, len(s))}
         self._held = ""
         self.stopped = False
+        #: The stop string that matched (the earliest in the text), once one has.
+        self.matched: str | None = None
 
     def feed(self, events: Sequence[Event]) -> list[Event]:
         """Pass events through; after a stop string matches, nothing more passes."""
@@ -52,8 +54,9 @@ class StopMatcher:
         return [Content(held)] if held and not self.stopped else []
 
     def _content(self, text: str, out: list[Event]) -> None:
-        cut = min((i for i in (text.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
+        found = [(i, s) for s in self._stops if (i := text.find(s)) >= 0]
+        if found:
+            cut, self.matched = min(found, key=lambda hit: hit[0])
             self.stopped = True
             self._held = ""
             if cut:
