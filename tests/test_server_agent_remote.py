@@ -13,6 +13,7 @@ tolerance of it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,8 +57,11 @@ ASK = "What is the weather in Paris?"
 class Rig:
     """One scripted upstream; toolwire in front of it (held and streamed-argument apps)."""
 
-    def __init__(self, upstream: ScriptedUpstream, url: str, streamed_url: str) -> None:
+    def __init__(
+        self, upstream: ScriptedUpstream, upstream_url: str, url: str, streamed_url: str
+    ) -> None:
         self.upstream = upstream
+        self.upstream_url = upstream_url
         self.url = url
         self.streamed_url = streamed_url
         self.tok = tokenizer_for("qwen3")
@@ -103,7 +107,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             _engine(request.param, upstream_url), Limits(timeout=5, stream_tool_arguments=True)
         )
         with running(held) as url, running(streamed) as streamed_url:
-            yield Rig(upstream, url, streamed_url)
+            yield Rig(upstream, upstream_url, url, streamed_url)
 
 
 # ---- the OpenAI Responses API through the official client --------------------------------
@@ -183,6 +187,7 @@ def test_responses_two_turns_send_the_call_and_its_result_back(rig: Rig, mode: s
     assert out["text"] == "It is sunny, 22C." and out["calls"] == []
     prompt = rig.tok.decode(rig.prompt())
     assert "Sunny, 22C" in prompt and '"city": "Paris"' in prompt
+    assert "I should look it up." in prompt  # the reasoning item went back to the template
     # the same second turn by reference to the stored first one
     rig.script("It is sunny, 22C.")
     out = respond(rig, mode, input=[result], previous_response_id=first.id, tools=RESPONSES_TOOLS)
@@ -750,3 +755,80 @@ def test_metrics_count_each_route(rig: Rig) -> None:
     for route in ("/v1/responses", "/v1/messages", "/v1/messages/count_tokens"):
         assert f'route="{route}",status="200"' in text, route
     assert 'route="/v1/messages",status="400"' in text
+
+
+def test_reasoning_round_trips_through_a_stateless_client(rig: Rig) -> None:
+    rig.script("<think>\nCheck the sky.\n</think>\n\n" + CALL)
+    first = rig.openai.responses.create(
+        model=MODEL,
+        input=ASK,
+        tools=RESPONSES_TOOLS,
+        store=False,
+        include=["reasoning.encrypted_content"],
+    )
+    reasoning = first.output[0]
+    assert reasoning.type == "reasoning" and reasoning.encrypted_content == "Check the sky."
+    call = first.output[1]
+    # what a stateless client sends back: the reasoning item without its readable content
+    sent = {
+        "type": "reasoning",
+        "id": reasoning.id,
+        "summary": [],
+        "encrypted_content": "Check the sky.",
+    }
+    rig.script("Done.")
+    rig.openai.responses.create(
+        model=MODEL,
+        input=[
+            {"role": "user", "content": ASK},
+            sent,
+            call.model_dump(exclude_none=True),
+            {"type": "function_call_output", "call_id": call.call_id, "output": "Clear."},
+        ],
+        tools=RESPONSES_TOOLS,
+        store=False,
+    )
+    assert "Check the sky." in rig.tok.decode(rig.prompt())
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_client_disconnect_stops_the_upstream(rig: Rig, api: str) -> None:
+    before = rig.upstream.cancelled
+    rig.script(" ".join(["word"] * 200), per_event=1, delay=0.02)
+    if api == "responses":
+        path, body = "/v1/responses", {"model": MODEL, "input": "x", "stream": True}
+    else:
+        path = "/v1/messages"
+        body = {
+            "model": MODEL,
+            "max_tokens": 400,
+            "messages": [{"role": "user", "content": "x"}],
+            "stream": True,
+        }
+    with httpx.stream("POST", rig.url + path, json=body, timeout=10) as response:
+        for line in response.iter_lines():
+            if "word" in line:
+                break
+    for _ in range(100):
+        if rig.upstream.cancelled > before:
+            break
+        httpx.get(rig.url + "/health")  # let the loop run; bounded wait
+        time.sleep(0.02)
+    assert rig.upstream.cancelled > before
+
+
+def test_timeout_before_output_is_a_504_in_each_shape(rig: Rig) -> None:
+    app = create_app(_engine(rig.upstream.protocol, rig.upstream_url), Limits(timeout=0.2))
+    silent = [rig.tok.added_tokens["<|im_start|>"]] * 3  # dropped special tokens: no output
+
+    def slow() -> None:
+        rig.upstream.scripts.append(Script(silent + rig.tok.encode("late"), delay=0.5, per_event=1))
+
+    with running(app) as url:
+        slow()
+        r = httpx.post(url + "/v1/responses", json={"model": MODEL, "input": "x", "stream": True})
+        assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+        slow()
+        body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
+        r = httpx.post(url + "/v1/messages", json={**body, "stream": True})
+        assert r.status_code == 504 and r.json()["error"]["type"] == "timeout_error"

@@ -135,9 +135,10 @@ def _text(content: Any, where: str, parts: frozenset[str]) -> str:
                 f"content part type {kind!r} is not supported here (text parts only: "
                 f"{', '.join(sorted(parts))})",
             )
-        if not isinstance(part.get("text"), str):
-            raise _bad(f"{where}[{j}].text", f"'{where}[{j}].text' must be a string")
-        texts.append(part["text"])
+        key = "refusal" if kind == "refusal" else "text"
+        if not isinstance(part.get(key), str):
+            raise _bad(f"{where}[{j}].{key}", f"'{where}[{j}].{key}' must be a string")
+        texts.append(part[key])
     return "\n".join(texts)
 
 
