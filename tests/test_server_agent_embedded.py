@@ -175,7 +175,7 @@ def test_responses_none_yields_text(served: Served) -> None:
 def _message(served: Served, mode: str, **request: Any) -> Any:
     request = {
         "model": MODEL,
-        "temperature": 0,
+        "extra_body": {"temperature": 0},  # current SDKs have no sampling parameters
         "max_tokens": 40,
         "messages": [{"role": "user", "content": ASK}],
         **request,

@@ -12,7 +12,10 @@ Content blocks map to chat messages as the model's chat template expects them:
   `is_error` its text is prefixed `Error: `), in block order;
 - an assistant message's `text` blocks are its content, `thinking` blocks its
   `reasoning_content`, `tool_use` blocks its `tool_calls` (`input` as JSON arguments);
-  `redacted_thinking` is Anthropic-encrypted and cannot be read: it is dropped.
+  `redacted_thinking` is Anthropic-encrypted and cannot be read: it is dropped;
+- `thinking` sets the template's `enable_thinking`, `output_config.effort` its
+  `reasoning_effort`; `temperature` and `top_p` are honoured when sent (current
+  Anthropic SDKs send them only through `extra_body`).
 
 All of it goes through `render_prompt` with isolation on: delimiter text in a tool
 result reaches the model as ordinary sub-word ids.
@@ -20,7 +23,8 @@ result reaches the model as ordinary sub-word ids.
 Every rejection is an `ApiError(400)` whose message starts with the field's path in
 Anthropic's dotted form (`messages.1.content.0.tool_use_id: ...`); the route renders
 it in Anthropic's error shape. Features this server cannot honour (images, documents,
-server tools, a final assistant message to continue, `top_k`) are rejected by name.
+server tools, a final assistant message to continue, `top_k`, `output_config.format`)
+are rejected by name.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from toolwire.server.request import ChatRequest
 __all__ = ["MessagesRequest", "parse_messages"]
 
 _MAX_STOPS = 16
+_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 
 
 def _bad(param: str, message: str) -> ApiError:
@@ -281,16 +286,32 @@ def _thinking(body: Mapping[str, Any], max_tokens: int | None) -> dict[str, Any]
     kind = thinking.get("type")
     if kind == "disabled":
         return {"enable_thinking": False}
-    if kind == "adaptive":
+    if kind in ("adaptive", "between_tools"):
         return {"enable_thinking": True}
     if kind != "enabled":
-        raise _bad("thinking.type", "must be 'enabled', 'disabled' or 'adaptive'")
+        raise _bad("thinking.type", "must be 'enabled', 'disabled', 'adaptive' or 'between_tools'")
     budget = thinking.get("budget_tokens")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise _bad("thinking.budget_tokens", "must be a positive integer")
     if max_tokens is not None and budget >= max_tokens:
         raise _bad("thinking.budget_tokens", "must be less than max_tokens")
     return {"enable_thinking": True}
+
+
+def _effort(body: Mapping[str, Any]) -> dict[str, Any]:
+    config = body.get("output_config")
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise _bad("output_config", "must be an object")
+    if config.get("format") is not None:
+        raise _bad("output_config.format", "structured output is not supported")
+    effort = config.get("effort")
+    if effort is None:
+        return {}
+    if effort not in _EFFORTS:
+        raise _bad("output_config.effort", f"must be one of {sorted(_EFFORTS)}")
+    return {"reasoning_effort": effort}
 
 
 def _unsupported(body: Mapping[str, Any]) -> None:
@@ -336,6 +357,6 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
         temperature=_number(body, "temperature", 0.0, 1.0),
         top_p=_number(body, "top_p", 0.0, 1.0),
         stop=_stops(body),
-        template_kwargs=_thinking(body, max_tokens),
+        template_kwargs={**_effort(body), **_thinking(body, max_tokens)},
     )
     return MessagesRequest(model=model, chat=chat, stream=stream)
