@@ -28,7 +28,7 @@ from toolwire.server.messages_request import parse_messages
 from toolwire.server.responses import ResponseWriter
 from toolwire.server.responses_request import parse_responses, to_messages
 from toolwire.server.responses_store import ResponseStore
-from toolwire.server.segments import Segment, assemble
+from toolwire.server.segments import Closed, Grew, Opened, Segment, Segmenter, assemble
 
 
 def _call(index: int, arguments: str) -> list[Event]:
@@ -111,6 +111,14 @@ def test_message_writer_is_chunk_invariant(data: st.DataObject) -> None:
     stops = [p["index"] for name, p in stream if name == "content_block_stop"]
     assert starts == stops == list(range(len(whole.message["content"])))
     assert [name for name, _ in stream][-2:] == ["message_delta", "message_stop"]
+
+
+def test_a_released_call_is_opened_and_closed_at_once() -> None:
+    segmenter = Segmenter()
+    assert segmenter.feed([Content("a")]) == [Opened("text"), Grew("a")]
+    begin = ToolCallBegin(0, "call_0", "f")
+    assert segmenter.feed(_call(0, "{}")) == [Closed(), Opened("call", begin), Grew("{}"), Closed()]
+    assert segmenter.finish() == []
 
 
 def test_segments_open_a_call_when_it_is_released() -> None:
