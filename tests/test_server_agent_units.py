@@ -178,8 +178,7 @@ def test_input_items_become_chat_messages() -> None:
         for c in ("c1", "c2")
     ]
     assert to_messages(items, "rules") == [
-        {"role": "system", "content": "rules"},
-        {"role": "system", "content": "be brief"},
+        {"role": "system", "content": "rules\n\nbe brief"},
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "ok", "reasoning_content": "think", "tool_calls": calls},
         {"role": "tool", "tool_call_id": "c1", "content": "r1"},

@@ -11,7 +11,8 @@ Input items map to messages as the model's chat template expects them:
 - a string `input` is one user message; `instructions` is a system message placed
   first (it is not carried over by `previous_response_id`, as OpenAI specifies);
 - `message` items (`input_text` / `output_text` parts, or a string) keep their role
-  (`developer` is rendered as `system`);
+  (`developer` is rendered as `system`; system text at the start, `instructions`
+  included, is joined into one system message, as templates expect one);
 - consecutive `function_call` items join the assistant message before them as its
   `tool_calls` (`call_id` becomes the call's id);
 - `function_call_output` becomes a `tool` message (its `output` a string or text parts);
@@ -366,6 +367,11 @@ def to_messages(items: list[dict[str, Any]], instructions: str | None) -> list[d
             # reasoning that ended its turn without output stays in that turn
             messages.append({"role": "assistant", "content": "", "reasoning_content": reasoning})
             reasoning = None
+        if kind == "message" and role == "system" and len(messages) == 1:
+            first = messages[0]
+            if first["role"] == "system":  # one leading system message: templates want one
+                first["content"] += "\n\n" + item["content"]
+                continue
         last = messages[-1] if messages else None
         if kind == "message":
             message: dict[str, Any] = {"role": role, "content": item["content"]}
