@@ -15,26 +15,23 @@ a failure stops the open block and ends the stream with an `error` event.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from toolwire.backends.base import Engine, EngineError
+from toolwire.backends.base import Engine
 from toolwire.server.errors import ApiError
 from toolwire.server.messages import MessageWriter, new_message_id
 from toolwire.server.messages_request import parse_messages
 from toolwire.server.metrics import Metrics
-from toolwire.server.pipeline import Limits, plan
+from toolwire.server.pipeline import Limits, Step, plan
 from toolwire.server.sse import sse
-from toolwire.server.turn import Turn, start
+from toolwire.server.turn import Turn, failure, start, stream
 
 __all__ = ["add_messages_routes", "anthropic_error"]
-
-log = logging.getLogger("toolwire.server")
 
 _ROUTE = "/v1/messages"
 _COUNT = "/v1/messages/count_tokens"
@@ -51,18 +48,16 @@ _TYPES = {
 }
 
 
-def anthropic_error(exc: ApiError | EngineError | Exception) -> tuple[int, dict[str, Any]]:
-    """The status and body Anthropic's clients parse into their typed errors."""
-    if isinstance(exc, ApiError):
-        status, message = exc.status, exc.message
-        if exc.param and not message.startswith(exc.param):
-            message = f"{exc.param}: {message}"
-    elif isinstance(exc, EngineError):
-        status, message = exc.status, f"engine error: {exc}"
-    else:
-        status, message = 500, f"internal error: {type(exc).__name__}"
+def anthropic_error(error: ApiError) -> dict[str, Any]:
+    """The body Anthropic's clients parse into their typed errors (with `error.status`)."""
+    message = error.message
+    if error.param and not message.startswith(error.param):
+        message = f"{error.param}: {message}"
+    if error.type == "engine_error":
+        message = f"engine error: {message}"
+    status = error.status
     kind = _TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    return status, {"type": "error", "error": {"type": kind, "message": message}}
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 async def _body(http: Request) -> Any:
@@ -72,32 +67,42 @@ async def _body(http: Request) -> Any:
         raise ApiError(400, "the request body is not valid JSON", param="body") from None
 
 
+class MessagesFramer:
+    """The Messages API on the wire: named SSE events, an `error` event on failure."""
+
+    def __init__(self, writer: MessageWriter, turn: Turn) -> None:
+        self._writer = writer
+        self._turn = turn
+
+    def opening(self) -> list[bytes]:
+        return [sse(payload, name) for name, payload in self._writer.start()]
+
+    def step(self, step: Step) -> list[bytes]:
+        events = self._writer.feed(step.events)
+        if step.finish_reason is not None:
+            turn = self._turn
+            events += self._writer.finish(
+                step.finish_reason, turn.stop_string, turn.completion_tokens
+            )
+        return [sse(payload, name) for name, payload in events]
+
+    def error(self, error: ApiError) -> list[bytes]:
+        return [sse(payload, name) for name, payload in self._writer.fail(anthropic_error(error))]
+
+
 def add_messages_routes(app: FastAPI, engine: Engine, limits: Limits, metrics: Metrics) -> None:
     """Serve the Messages API on `app`."""
 
-    async def stream(turn: Turn, writer: MessageWriter) -> AsyncIterator[bytes]:
-        for name, payload in writer.start():
-            yield sse(payload, name)
-        try:
-            async for step in turn.steps():
-                for name, payload in writer.feed(step.events):
-                    yield sse(payload, name)
-            final = writer.finish(turn.finish_reason, turn.stop_string, turn.completion_tokens)
-        except Exception as exc:  # engine failure, timeout, or a bug: end in Anthropic's terms
-            if not isinstance(exc, ApiError | EngineError):
-                log.exception("message stream failed")
-            final = writer.fail(anthropic_error(exc)[1])
-        for name, payload in final:
-            yield sse(payload, name)
-
     async def create(http: Request) -> Response:
         request = parse_messages(await _body(http))
-        turn = start(engine, request.chat, limits, metrics)
+        turn = await start(engine, request.chat, limits, metrics)
         writer = MessageWriter(new_message_id(), engine.model, turn.prompt_tokens)
         await turn.prime()  # a failure before any output is an HTTP status
         if request.stream:
             return StreamingResponse(
-                stream(turn, writer), media_type="text/event-stream", headers=_SSE_HEADERS
+                stream(turn, MessagesFramer(writer, turn), metrics),
+                media_type="text/event-stream",
+                headers=_SSE_HEADERS,
             )
         writer.feed(await turn.events())
         writer.finish(turn.finish_reason, turn.stop_string, turn.completion_tokens)
@@ -105,17 +110,15 @@ def add_messages_routes(app: FastAPI, engine: Engine, limits: Limits, metrics: M
 
     async def count(http: Request) -> Response:
         request = parse_messages(await _body(http), count_only=True)
-        planned = plan(engine, request.chat, limits)
+        planned = await asyncio.to_thread(plan, engine, request.chat, limits)
         return JSONResponse({"input_tokens": len(planned.generation.prompt_ids)})
 
     async def answer(route: str, handler: Any, http: Request) -> Response:
         try:
             response: Response = await handler(http)
-        except Exception as exc:
-            if not isinstance(exc, ApiError | EngineError):
-                log.exception("request failed")
-            status, body = anthropic_error(exc)
-            response = JSONResponse(body, status_code=status)
+        except Exception as exc:  # ApiError, EngineError, or a bug: Anthropic's shape
+            error = failure(exc)
+            response = JSONResponse(anthropic_error(error), status_code=error.status)
         metrics.requests.labels(route, str(response.status_code)).inc()
         return response
 

@@ -15,71 +15,73 @@ with `response.failed` (the output so far kept in it). No parsing happens here.
 from __future__ import annotations
 
 import json
-import logging
 import time
-from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from toolwire.backends.base import Engine, EngineError
+from toolwire.backends.base import Engine
 from toolwire.server.errors import ApiError, error_body
 from toolwire.server.metrics import Metrics
-from toolwire.server.pipeline import Limits
+from toolwire.server.pipeline import Limits, Step
 from toolwire.server.responses import ResponseWriter, new_id, output_items
 from toolwire.server.responses_request import ResponsesRequest, parse_responses
 from toolwire.server.responses_store import ResponseStore
 from toolwire.server.sse import sse
-from toolwire.server.turn import Turn, start
+from toolwire.server.turn import Turn, failure, start, stream
 
 __all__ = ["add_responses_routes"]
-
-log = logging.getLogger("toolwire.server")
 
 _ROUTE = "/v1/responses"
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def _error(exc: ApiError | EngineError) -> JSONResponse:
-    if isinstance(exc, ApiError):
-        return JSONResponse(exc.body(), status_code=exc.status)
-    return JSONResponse(error_body(str(exc), type="engine_error"), status_code=exc.status)
+class ResponsesFramer:
+    """The Responses API on the wire: named SSE events; stored once it completes."""
+
+    def __init__(
+        self,
+        writer: ResponseWriter,
+        turn: Turn,
+        request: ResponsesRequest,
+        store: ResponseStore,
+    ) -> None:
+        self._writer = writer
+        self._turn = turn
+        self._request = request
+        self._store = store
+
+    def opening(self) -> list[bytes]:
+        return [sse(event, event["type"]) for event in self._writer.start()]
+
+    def step(self, step: Step) -> list[bytes]:
+        events = self._writer.feed(step.events)
+        if step.finish_reason is not None:
+            turn = self._turn
+            events += self._writer.finish(
+                step.finish_reason, turn.prompt_tokens, turn.completion_tokens
+            )
+            keep(self._store, self._request, self._writer)
+        return [sse(event, event["type"]) for event in events]
+
+    def error(self, error: ApiError) -> list[bytes]:
+        code = "timeout" if error.code == "timeout" else "server_error"
+        turn = self._turn
+        events = self._writer.fail(error.message, code, turn.prompt_tokens, turn.completion_tokens)
+        return [sse(event, event["type"]) for event in events]
 
 
-def _code(exc: ApiError | EngineError) -> str:
-    return "timeout" if isinstance(exc, ApiError) and exc.code == "timeout" else "server_error"
+def keep(store: ResponseStore, request: ResponsesRequest, writer: ResponseWriter) -> None:
+    """Store a finished response (and its turn's items) when the request asked to."""
+    if request.store and writer.response["status"] in ("completed", "incomplete"):
+        items = [*request.items, *output_items(writer.output)]
+        store.put(writer.response, items, request.previous_response_id)
 
 
 def add_responses_routes(
     app: FastAPI, engine: Engine, limits: Limits, metrics: Metrics, store: ResponseStore
 ) -> None:
     """Serve the Responses API on `app`."""
-
-    def keep(request: ResponsesRequest, writer: ResponseWriter) -> None:
-        if request.store and writer.response["status"] in ("completed", "incomplete"):
-            items = [*request.items, *output_items(writer.output)]
-            store.put(writer.response, items, request.previous_response_id)
-
-    async def stream(
-        turn: Turn, request: ResponsesRequest, writer: ResponseWriter
-    ) -> AsyncIterator[bytes]:
-        for event in writer.start():
-            yield sse(event, event["type"])
-        try:
-            async for step in turn.steps():
-                for event in writer.feed(step.events):
-                    yield sse(event, event["type"])
-            final = writer.finish(turn.finish_reason, turn.prompt_tokens, turn.completion_tokens)
-        except (EngineError, ApiError) as exc:
-            message = exc.message if isinstance(exc, ApiError) else str(exc)
-            final = writer.fail(message, _code(exc), turn.prompt_tokens, turn.completion_tokens)
-        except Exception as exc:  # a bug: end the stream in the API's terms, keep the traceback
-            log.exception("response stream failed")
-            message = f"internal error: {type(exc).__name__}"
-            final = writer.fail(message, "server_error", turn.prompt_tokens, turn.completion_tokens)
-        for event in final:
-            yield sse(event, event["type"])
-        keep(request, writer)
 
     async def create(http: Request) -> Response:
         try:
@@ -90,28 +92,26 @@ def add_responses_routes(
         history = []
         if request.previous_response_id is not None:
             history = store.history(request.previous_response_id)
-        turn = start(engine, request.chat(history), limits, metrics)
+        turn = await start(engine, request.chat(history), limits, metrics)
         writer = ResponseWriter(request, new_id("resp"), engine.model, int(time.time()))
         await turn.prime()  # a failure before any output is an HTTP status
         if request.stream:
+            framer = ResponsesFramer(writer, turn, request, store)
             return StreamingResponse(
-                stream(turn, request, writer), media_type="text/event-stream", headers=_SSE_HEADERS
+                stream(turn, framer, metrics), media_type="text/event-stream", headers=_SSE_HEADERS
             )
         writer.feed(await turn.events())
         writer.finish(turn.finish_reason, turn.prompt_tokens, turn.completion_tokens)
-        keep(request, writer)
+        keep(store, request, writer)
         return JSONResponse(writer.response)
 
     @app.post(_ROUTE)
     async def responses(http: Request) -> Response:
         try:
             response = await create(http)
-        except (ApiError, EngineError) as exc:
-            response = _error(exc)
-        except Exception as exc:  # a bug: answer in OpenAI's shape, keep the traceback
-            log.exception("request failed")
-            body = error_body(f"internal error: {type(exc).__name__}", type="server_error")
-            response = JSONResponse(body, status_code=500)
+        except Exception as exc:  # ApiError, EngineError, or a bug: OpenAI's shape
+            error = failure(exc)
+            response = JSONResponse(error.body(), status_code=error.status)
         metrics.requests.labels(_ROUTE, str(response.status_code)).inc()
         return response
 

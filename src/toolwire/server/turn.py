@@ -1,12 +1,14 @@
-"""One model turn for any API: the neutral request planned, run, and its failures placed.
+"""One model turn for any API: the neutral request planned, run, and framed on the wire.
 
 Every API's adapter turns its request body into a `ChatRequest`: messages and tools in
 the shapes `render_prompt` and `Parser` read (isolation on for every message, whatever
 API it came from), plus the sampling options. From there one path serves every API::
 
-    ChatRequest --start()--> plan() (prompt, structural tag) + ChoiceRun (engine, Parser)
-    Turn.prime()  awaits output until the first events (or the end of the output)
-    Turn.steps()  the primed steps, then the rest, as the engine produces them
+    ChatRequest --start()--> plan() off the event loop (prompt, structural tag)
+                             + ChoiceRun (engine, one Parser)
+    Turn.prime()   awaits output until the first events (or the end of the output)
+    streaming:     Turn.steps() --Framer (one per API)--> bytes --stream()--> the body
+    non-streaming: Turn.events() --> the API's writer --> one JSON body
 
 Where a failure lands:
 
@@ -14,8 +16,9 @@ Where a failure lands:
   `EngineError` / `ApiError`, and the route answers with that status (502, 504) in its
   API's error shape, since nothing was sent yet;
 * after output started: `steps()` yields what the parser held (released by
-  `ChoiceRun` before it re-raises), then raises; the route ends its stream with its
-  API's error event.
+  `ChoiceRun` before it re-raises), then raises; `stream()` hands the failure, as an
+  `ApiError`, to the framer, which ends the stream in its API's terms. A failure of
+  the framer itself (a bug) is logged and framed the same way.
 
 The engine stream is closed when `steps()` ends, however it ends (`aclose()` when the
 route never iterates it).
@@ -23,8 +26,10 @@ route never iterates it).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from typing import Protocol
 
 from toolwire.backends.base import Engine, EngineError
 from toolwire.events import Event
@@ -33,9 +38,19 @@ from toolwire.server.metrics import Metrics
 from toolwire.server.pipeline import ChoiceRun, Limits, Step, plan
 from toolwire.server.request import ChatRequest
 
-__all__ = ["Turn", "start"]
+__all__ = ["Framer", "Turn", "failure", "start", "stream"]
 
 log = logging.getLogger("toolwire.server")
+
+
+def failure(exc: BaseException) -> ApiError:
+    """Any exception as the `ApiError` a client is told (a bug is a 500, logged)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, EngineError):
+        return ApiError(exc.status, str(exc), type="engine_error")
+    log.error("request failed", exc_info=exc)
+    return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error")
 
 
 class Turn:
@@ -105,10 +120,43 @@ class Turn:
         return self.run.completion_tokens
 
 
-def start(engine: Engine, request: ChatRequest, limits: Limits, metrics: Metrics) -> Turn:
+async def start(engine: Engine, request: ChatRequest, limits: Limits, metrics: Metrics) -> Turn:
     """Plan and start one turn; raises `ApiError` for a request that cannot run."""
-    planned = plan(engine, request, limits)
+    # rendering and grammar checks take milliseconds to seconds: off the event loop
+    planned = await asyncio.to_thread(plan, engine, request, limits)
     if planned.grammar_fallback:
         metrics.grammar_fallbacks.labels(planned.grammar_fallback).inc()
         log.warning("grammar fallback: %s", "; ".join(planned.grammar_reasons))
     return Turn(ChoiceRun(engine, planned, limits, metrics))
+
+
+class Framer(Protocol):
+    """How one API writes a turn's steps on the wire."""
+
+    def opening(self) -> Iterable[bytes]:
+        """Sent first (Responses: `response.created`; Messages: `message_start`)."""
+        ...
+
+    def step(self, step: Step) -> Iterable[bytes]:
+        """The step's events, and the end of the output when it carries a finish reason."""
+        ...
+
+    def error(self, error: ApiError) -> Iterable[bytes]:
+        """The turn failed with `error` after the stream started."""
+        ...
+
+
+async def stream(turn: Turn, framer: Framer, metrics: Metrics) -> AsyncIterator[bytes]:
+    """The response body of a primed turn: the framer's bytes, however the turn ends."""
+    try:
+        for data in framer.opening():
+            yield data
+        async for step in turn.steps():
+            for data in framer.step(step):
+                yield data
+    except Exception as exc:  # the engine, a timeout, or a bug in the framer
+        if not isinstance(exc, EngineError | ApiError):
+            metrics.stream_errors.inc()
+        await turn.aclose()
+        for data in framer.error(failure(exc)):
+            yield data
