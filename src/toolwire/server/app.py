@@ -37,10 +37,10 @@ from toolwire.server.errors import ApiError
 from toolwire.server.metrics import CONTENT_TYPE, Metrics
 from toolwire.server.pipeline import ChoiceRun, Limits, Plan, Step, failure, plan
 from toolwire.server.request import parse_request
-from toolwire.server.transport import ClientGone, read_json, sse, stream, unless_disconnected
 from toolwire.server.responses_store import ResponseStore
 from toolwire.server.routes_messages import add_messages_routes
 from toolwire.server.routes_responses import add_responses_routes
+from toolwire.server.transport import ClientGone, read_json, sse, stream, unless_disconnected
 
 __all__ = ["ChatFramer", "create_app", "startup_warnings"]
 

@@ -195,12 +195,14 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def _tools(body: Mapping[str, Any], max_tools: int) -> list[dict[str, Any]] | None:
     tools = body.get("tools")
     if tools is None:
         return None
     if not isinstance(tools, list):
         raise _bad("tools", "must be a list of tools")
+    if len(tools) > max_tools:
+        raise _bad("tools", f"holds {len(tools)} tools; at most {max_tools}")
     out = []
     names: set[str] = set()
     for i, tool in enumerate(tools):
@@ -323,7 +325,7 @@ def _unsupported(body: Mapping[str, Any]) -> None:
         raise _bad("container", "containers are not supported")
 
 
-def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
+def parse_messages(body: Any, *, count_only: bool = False, max_tools: int = 128) -> MessagesRequest:
     """Validate a decoded body; `count_only` for count_tokens (no max_tokens needed)."""
     if not isinstance(body, Mapping):
         raise _bad("body", "the request body must be a JSON object")
@@ -339,7 +341,7 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
     ):
         raise _bad("max_tokens", "must be a positive integer")
     messages = _messages(body)
-    tools = _tools(body)
+    tools = _tools(body, max_tools)
     choice, parallel = _tool_choice(body, tools)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):

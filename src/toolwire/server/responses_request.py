@@ -209,12 +209,14 @@ def _items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [_item(item, f"input[{i}]") for i, item in enumerate(raw)]
 
 
-def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _tools(body: Mapping[str, Any], max_tools: int) -> list[dict[str, Any]]:
     tools = body.get("tools")
     if tools is None:
         return []
     if not isinstance(tools, list):
         raise _bad("tools", "'tools' must be a list of function tools")
+    if len(tools) > max_tools:
+        raise _bad("tools", f"'tools' holds {len(tools)} tools; at most {max_tools}")
     out = []
     names: set[str] = set()
     for i, tool in enumerate(tools):
@@ -304,7 +306,7 @@ def _unsupported(body: Mapping[str, Any]) -> None:
         raise _bad("truncation", "only truncation 'disabled' is supported")
 
 
-def parse_responses(body: Any) -> ResponsesRequest:
+def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
     """Validate a decoded JSON body; raises `ApiError(400)` naming the field."""
     if not isinstance(body, Mapping):
         raise _bad("body", "the request body must be a JSON object")
@@ -315,7 +317,7 @@ def parse_responses(body: Any) -> ResponsesRequest:
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise _bad("instructions", "'instructions' must be a string")
-    tools = _tools(body)
+    tools = _tools(body, max_tools)
     max_output = body.get("max_output_tokens")
     if max_output is not None and (
         isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 1

@@ -2,40 +2,44 @@
 
 Routes::
 
-    POST /v1/messages                validate -> Turn -> MessageWriter -> JSON or SSE
+    POST /v1/messages                validate -> turn.prepare -> ChoiceRun -> MessageWriter
+                                     -> JSON or SSE
     POST /v1/messages/count_tokens   validate -> the rendered prompt's length
 
 `x-api-key`, `authorization` and `anthropic-version` headers are accepted (this server
 does not authenticate). Errors are `{"type": "error", "error": {"type", "message"}}`
 with Anthropic's statuses and types: 400 `invalid_request_error` (the message starts
 with the field's path), 404 `not_found_error` (unknown model), 500/502 `api_error`
-(the engine failed before any output), 504 `timeout_error`. After the stream started,
-a failure stops the open block and ends the stream with an `error` event.
+(the engine failed before its first token), 504 `timeout_error`, 413
+`request_too_large`. After the stream started, a failure stops the open block and
+ends the stream with an `error` event. A client that goes away is counted as 499.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from toolwire.backends.base import Engine
 from toolwire.server.errors import ApiError
 from toolwire.server.messages import MessageWriter, new_message_id
-from toolwire.server.messages_request import parse_messages
+from toolwire.server.messages_request import MessagesRequest, parse_messages
 from toolwire.server.metrics import Metrics
-from toolwire.server.pipeline import Limits, Step, plan
-from toolwire.server.sse import sse
-from toolwire.server.turn import Turn, failure, start, stream
+from toolwire.server.pipeline import ChoiceRun, Limits, Step, failure, plan
+from toolwire.server.request import ChatRequest, check_body
+from toolwire.server.transport import ClientGone, read_json, sse
+from toolwire.server.turn import collect, prepare, respond_stream
 
-__all__ = ["add_messages_routes", "anthropic_error"]
+__all__ = ["MessagesFramer", "add_messages_routes", "anthropic_error"]
 
 _ROUTE = "/v1/messages"
 _COUNT = "/v1/messages/count_tokens"
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: The status counted for a request whose client went away (nginx's convention).
+_CLIENT_GONE = 499
 _TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -60,19 +64,12 @@ def anthropic_error(error: ApiError) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-async def _body(http: Request) -> Any:
-    try:
-        return json.loads(await http.body())
-    except ValueError:
-        raise ApiError(400, "the request body is not valid JSON", param="body") from None
-
-
 class MessagesFramer:
     """The Messages API on the wire: named SSE events, an `error` event on failure."""
 
-    def __init__(self, writer: MessageWriter, turn: Turn) -> None:
+    def __init__(self, writer: MessageWriter, run: ChoiceRun) -> None:
         self._writer = writer
-        self._turn = turn
+        self._run = run
 
     def opening(self) -> list[bytes]:
         return [sse(payload, name) for name, payload in self._writer.start()]
@@ -80,42 +77,54 @@ class MessagesFramer:
     def step(self, step: Step) -> list[bytes]:
         events = self._writer.feed(step.events)
         if step.finish_reason is not None:
-            turn = self._turn
+            run = self._run
             events += self._writer.finish(
-                step.finish_reason, turn.stop_string, turn.completion_tokens
+                step.finish_reason, run.stop_string, run.completion_tokens
             )
         return [sse(payload, name) for name, payload in events]
 
     def error(self, error: ApiError) -> list[bytes]:
         return [sse(payload, name) for name, payload in self._writer.fail(anthropic_error(error))]
 
+    def closing(self) -> list[bytes]:
+        return []  # the Messages stream ends with message_stop or error, no [DONE]
+
 
 def add_messages_routes(app: FastAPI, engine: Engine, limits: Limits, metrics: Metrics) -> None:
     """Serve the Messages API on `app`."""
 
+    def adapt(body: Any, count_only: bool = False) -> tuple[MessagesRequest, ChatRequest]:
+        check_body(body, limits.max_nesting)
+        request = parse_messages(body, count_only=count_only, max_tools=limits.max_tools)
+        return request, request.chat
+
     async def create(http: Request) -> Response:
-        request = parse_messages(await _body(http))
-        turn = await start(engine, request.chat, limits, metrics)
-        writer = MessageWriter(new_message_id(), engine.model, turn.prompt_tokens)
-        await turn.prime()  # a failure before any output is an HTTP status
+        body = await read_json(http, limits.max_body_bytes)
+        request, run = await prepare(engine, limits, metrics, lambda: adapt(body))
+        writer = MessageWriter(new_message_id(), engine.model, run.prompt_tokens)
         if request.stream:
-            return StreamingResponse(
-                stream(turn, MessagesFramer(writer, turn), metrics),
-                media_type="text/event-stream",
-                headers=_SSE_HEADERS,
-            )
-        writer.feed(await turn.events())
-        writer.finish(turn.finish_reason, turn.stop_string, turn.completion_tokens)
+            return await respond_stream(http, run, MessagesFramer(writer, run), metrics)
+        writer.feed(await collect(http, run))
+        assert run.finish_reason is not None
+        writer.finish(run.finish_reason, run.stop_string, run.completion_tokens)
         return JSONResponse(writer.message)
 
     async def count(http: Request) -> Response:
-        request = parse_messages(await _body(http), count_only=True)
-        planned = await asyncio.to_thread(plan, engine, request.chat, limits)
-        return JSONResponse({"input_tokens": len(planned.generation.prompt_ids)})
+        body = await read_json(http, limits.max_body_bytes)
 
-    async def answer(route: str, handler: Any, http: Request) -> Response:
+        def work() -> int:
+            _, chat = adapt(body, count_only=True)
+            return len(plan(engine, chat, limits).generation.prompt_ids)
+
+        return JSONResponse({"input_tokens": await asyncio.to_thread(work)})
+
+    async def answer(
+        route: str, handler: Callable[[Request], Awaitable[Response]], http: Request
+    ) -> Response:
         try:
-            response: Response = await handler(http)
+            response = await handler(http)
+        except ClientGone:
+            response = Response(status_code=_CLIENT_GONE)
         except Exception as exc:  # ApiError, EngineError, or a bug: Anthropic's shape
             error = failure(exc)
             response = JSONResponse(anthropic_error(error), status_code=error.status)

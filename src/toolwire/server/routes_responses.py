@@ -2,38 +2,42 @@
 
 Routes::
 
-    POST /v1/responses        validate -> history (previous_response_id) -> Turn
-                              -> ResponseWriter -> JSON or SSE; stored when `store`
+    POST /v1/responses        validate + history (previous_response_id) -> turn.prepare
+                              -> ChoiceRun -> ResponseWriter -> JSON or SSE; stored
+                              when `store`
     GET  /v1/responses/{id}   a stored response
 
 Errors use OpenAI's shape (`server/errors.py`): 400 naming the field, 404 for an
-unknown model or response id, 502/504 when the engine fails or times out before any
-output. After the stream started, a failure closes the open item and ends the stream
-with `response.failed` (the output so far kept in it). No parsing happens here.
+unknown model or response id, 413 for a body over the bound, 502/504 when the engine
+fails or stalls before its first token. After the stream started, a failure closes
+the open item and ends the stream with `response.failed` (the output so far kept in
+it). A client that goes away is counted as 499. No parsing happens here.
 """
 
 from __future__ import annotations
 
-import json
 import time
+from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from toolwire.backends.base import Engine
 from toolwire.server.errors import ApiError, error_body
 from toolwire.server.metrics import Metrics
-from toolwire.server.pipeline import Limits, Step
+from toolwire.server.pipeline import ChoiceRun, Limits, Step, failure
+from toolwire.server.request import ChatRequest, check_body
 from toolwire.server.responses import ResponseWriter, new_id, output_items
 from toolwire.server.responses_request import ResponsesRequest, parse_responses
 from toolwire.server.responses_store import ResponseStore
-from toolwire.server.sse import sse
-from toolwire.server.turn import Turn, failure, start, stream
+from toolwire.server.transport import ClientGone, read_json, sse
+from toolwire.server.turn import collect, prepare, respond_stream
 
-__all__ = ["add_responses_routes"]
+__all__ = ["ResponsesFramer", "add_responses_routes"]
 
 _ROUTE = "/v1/responses"
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: The status counted for a request whose client went away (nginx's convention).
+_CLIENT_GONE = 499
 
 
 class ResponsesFramer:
@@ -42,12 +46,12 @@ class ResponsesFramer:
     def __init__(
         self,
         writer: ResponseWriter,
-        turn: Turn,
+        run: ChoiceRun,
         request: ResponsesRequest,
         store: ResponseStore,
     ) -> None:
         self._writer = writer
-        self._turn = turn
+        self._run = run
         self._request = request
         self._store = store
 
@@ -57,18 +61,21 @@ class ResponsesFramer:
     def step(self, step: Step) -> list[bytes]:
         events = self._writer.feed(step.events)
         if step.finish_reason is not None:
-            turn = self._turn
+            run = self._run
             events += self._writer.finish(
-                step.finish_reason, turn.prompt_tokens, turn.completion_tokens
+                step.finish_reason, run.prompt_tokens, run.completion_tokens
             )
             keep(self._store, self._request, self._writer)
         return [sse(event, event["type"]) for event in events]
 
     def error(self, error: ApiError) -> list[bytes]:
         code = "timeout" if error.code == "timeout" else "server_error"
-        turn = self._turn
-        events = self._writer.fail(error.message, code, turn.prompt_tokens, turn.completion_tokens)
+        run = self._run
+        events = self._writer.fail(error.message, code, run.prompt_tokens, run.completion_tokens)
         return [sse(event, event["type"]) for event in events]
+
+    def closing(self) -> list[bytes]:
+        return []  # the Responses stream ends with its last event, no [DONE]
 
 
 def keep(store: ResponseStore, request: ResponsesRequest, writer: ResponseWriter) -> None:
@@ -83,25 +90,24 @@ def add_responses_routes(
 ) -> None:
     """Serve the Responses API on `app`."""
 
-    async def create(http: Request) -> Response:
-        try:
-            body = json.loads(await http.body())
-        except ValueError:
-            raise ApiError(400, "the request body is not valid JSON", param="body") from None
-        request = parse_responses(body)
+    def adapt(body: Any) -> tuple[ResponsesRequest, ChatRequest]:
+        check_body(body, limits.max_nesting)
+        request = parse_responses(body, max_tools=limits.max_tools)
         history = []
         if request.previous_response_id is not None:
             history = store.history(request.previous_response_id)
-        turn = await start(engine, request.chat(history), limits, metrics)
+        return request, request.chat(history)
+
+    async def create(http: Request) -> Response:
+        body = await read_json(http, limits.max_body_bytes)
+        request, run = await prepare(engine, limits, metrics, lambda: adapt(body))
         writer = ResponseWriter(request, new_id("resp"), engine.model, int(time.time()))
-        await turn.prime()  # a failure before any output is an HTTP status
         if request.stream:
-            framer = ResponsesFramer(writer, turn, request, store)
-            return StreamingResponse(
-                stream(turn, framer, metrics), media_type="text/event-stream", headers=_SSE_HEADERS
-            )
-        writer.feed(await turn.events())
-        writer.finish(turn.finish_reason, turn.prompt_tokens, turn.completion_tokens)
+            framer = ResponsesFramer(writer, run, request, store)
+            return await respond_stream(http, run, framer, metrics)
+        writer.feed(await collect(http, run))
+        assert run.finish_reason is not None
+        writer.finish(run.finish_reason, run.prompt_tokens, run.completion_tokens)
         keep(store, request, writer)
         return JSONResponse(writer.response)
 
@@ -109,6 +115,8 @@ def add_responses_routes(
     async def responses(http: Request) -> Response:
         try:
             response = await create(http)
+        except ClientGone:
+            response = Response(status_code=_CLIENT_GONE)
         except Exception as exc:  # ApiError, EngineError, or a bug: OpenAI's shape
             error = failure(exc)
             response = JSONResponse(error.body(), status_code=error.status)
