@@ -677,7 +677,11 @@ def test_responses_bad_input_names_the_field(rig: Rig) -> None:
         ({**ok, "max_output_tokens": 0}, "max_output_tokens"),
         ({**ok, "temperature": 3}, "temperature"),
         ({**ok, "reasoning": {"effort": "extreme"}}, "reasoning.effort"),
-        ({**ok, "text": {"format": {"type": "json_schema"}}}, "text.format"),
+        ({**ok, "text": {"format": {"type": "json_schema"}}}, "text.format.schema"),
+        (
+            {**ok, "tools": RESPONSES_TOOLS, "text": {"format": {"type": "json_object"}}},
+            "text.format",
+        ),
         ({**ok, "background": True}, "background"),
     ]
     for body, param in cases:
@@ -827,3 +831,21 @@ def test_timeout_before_the_first_token_is_a_504_in_each_shape(rig: Rig) -> None
         body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
         r = httpx.post(url + "/v1/messages", json={**body, "stream": True})
         assert r.status_code == 504 and r.json()["error"]["type"] == "timeout_error"
+
+
+def test_structured_output_in_each_api(rig: Rig) -> None:
+    rig.script('{"city": "Paris"}')
+    fmt = {"type": "json_schema", "name": "place", "schema": WEATHER, "strict": True}
+    r = rig.openai.responses.create(model=MODEL, input="where?", text={"format": fmt})
+    assert json.loads(r.output_text) == {"city": "Paris"}
+    assert r.text.format.type == "json_schema"
+    assert rig.tag() is not None and "city" in json.dumps(rig.tag())
+    rig.script('{"city": "Oslo"}')
+    m = rig.anthropic.messages.create(
+        model=MODEL,
+        max_tokens=32,
+        messages=[{"role": "user", "content": "where?"}],
+        output_config={"format": {"type": "json_schema", "schema": WEATHER}},
+    )
+    assert m.content[0].type == "text" and json.loads(m.content[0].text) == {"city": "Oslo"}
+    assert rig.tag() is not None and "city" in json.dumps(rig.tag())

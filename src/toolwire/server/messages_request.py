@@ -23,8 +23,8 @@ result reaches the model as ordinary sub-word ids.
 Every rejection is an `ApiError(400)` whose message starts with the field's path in
 Anthropic's dotted form (`messages.1.content.0.tool_use_id: ...`); the route renders
 it in Anthropic's error shape. Features this server cannot honour (images, documents,
-server tools, a final assistant message to continue, `top_k`, `output_config.format`)
-are rejected by name.
+server tools, a final assistant message to continue, `top_k`) are rejected by name.
+`output_config.format` (a JSON schema) becomes the pipeline's `response_format`.
 """
 
 from __future__ import annotations
@@ -300,14 +300,26 @@ def _thinking(body: Mapping[str, Any], max_tokens: int | None) -> dict[str, Any]
     return {"enable_thinking": True}
 
 
+def _output_format(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema `output_config.format` asks the answer to follow, or None."""
+    config = body.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else None
+    if fmt is None:
+        return None
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        raise _bad("output_config.format.type", "must be 'json_schema'")
+    schema = fmt.get("schema")
+    if not isinstance(schema, Mapping):
+        raise _bad("output_config.format.schema", "must be a JSON schema object")
+    return dict(schema)
+
+
 def _effort(body: Mapping[str, Any]) -> dict[str, Any]:
     config = body.get("output_config")
     if config is None:
         return {}
     if not isinstance(config, Mapping):
         raise _bad("output_config", "must be an object")
-    if config.get("format") is not None:
-        raise _bad("output_config.format", "structured output is not supported")
     effort = config.get("effort")
     if effort is None:
         return {}
@@ -349,6 +361,12 @@ def parse_messages(body: Any, *, count_only: bool = False, max_tools: int = 128)
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise _bad("metadata", "must be an object")
+    output_format = _output_format(body)
+    if output_format is not None and tools and choice != "none":
+        raise _bad(
+            "output_config.format",
+            "cannot be combined with tools (unless tool_choice is 'none')",
+        )
     chat = ChatRequest(
         model=model,
         messages=messages,
@@ -360,5 +378,6 @@ def parse_messages(body: Any, *, count_only: bool = False, max_tools: int = 128)
         top_p=_number(body, "top_p", 0.0, 1.0),
         stop=_stops(body),
         template_kwargs={**_effort(body), **_thinking(body, max_tokens)},
+        response_format=output_format,
     )
     return MessagesRequest(model=model, chat=chat, stream=stream)

@@ -93,7 +93,7 @@ class ResponseWriter:
             "service_tier": "default",
             "store": request.store,
             "temperature": 1.0 if request.temperature is None else request.temperature,
-            "text": {"format": {"type": "text"}},
+            "text": request.text,
             "tool_choice": request.tool_choice,
             "tools": request.tools,
             "top_p": 1.0 if request.top_p is None else request.top_p,

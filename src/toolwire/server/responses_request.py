@@ -23,10 +23,12 @@ Input items map to messages as the model's chat template expects them:
 All of it goes through `render_prompt` with isolation on: delimiter text in a tool's
 output or a user's text reaches the model as ordinary sub-word ids.
 
+`text.format` (`json_object`, `json_schema`) becomes the pipeline's `response_format`:
+the answer is kept to the schema by the structural tag.
+
 Every rejection is an `ApiError(400)` naming the field (`input[2].call_id`,
-`tools[0].type`, `max_output_tokens`). Features this server cannot honour (hosted tools,
-images and files, structured `text.format`, background mode) are rejected by name
-rather than ignored.
+`tools[0].type`, `max_output_tokens`). Features this server cannot honour (hosted
+tools, images and files, background mode) are rejected by name rather than ignored.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ _EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 _ENCRYPTED = "reasoning.encrypted_content"
+_PLAIN: dict[str, Any] = {"format": {"type": "text"}}
 
 
 def _bad(param: str, message: str) -> ApiError:
@@ -72,6 +75,10 @@ class ResponsesRequest:
     #: Return reasoning text in `encrypted_content` too (the client asked to include it).
     include_reasoning: bool
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: The JSON schema the answer must follow (`text.format`), or None.
+    text_format: dict[str, Any] | None = None
+    #: The request's `text` object, echoed in the response.
+    text: dict[str, Any] = field(default_factory=lambda: dict(_PLAIN))
 
     def chat(self, history: list[dict[str, Any]]) -> ChatRequest:
         """The neutral request for this turn, after `history` (the stored earlier items)."""
@@ -96,6 +103,7 @@ class ResponsesRequest:
             temperature=self.temperature,
             top_p=self.top_p,
             template_kwargs=kwargs,
+            response_format=self.text_format,
         )
 
 
@@ -271,6 +279,29 @@ def _tool_choice(body: Mapping[str, Any], tools: list[dict[str, Any]]) -> Any:
     )
 
 
+def _text_format(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema `text.format` asks the answer to follow (None for plain text)."""
+    text = body.get("text")
+    if text is None:
+        return None
+    if not isinstance(text, Mapping):
+        raise _bad("text", "'text' must be an object")
+    fmt = text.get("format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        schema = fmt.get("schema")
+        if not isinstance(schema, Mapping):
+            raise _bad("text.format.schema", "'text.format.schema' must be a JSON schema object")
+        return dict(schema)
+    raise _bad("text.format", "'text.format.type' must be 'text', 'json_object' or 'json_schema'")
+
+
 def _reasoning(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
     reasoning = body.get("reasoning")
     if reasoning is None:
@@ -295,12 +326,6 @@ def _unsupported(body: Mapping[str, Any]) -> None:
         raise _bad("prompt", "prompt templates are not supported")
     if body.get("top_logprobs"):
         raise _bad("top_logprobs", "logprobs are not supported")
-    text = body.get("text")
-    if text is not None:
-        fmt = text.get("format") if isinstance(text, Mapping) else "?"
-        kind = fmt.get("type") if isinstance(fmt, Mapping) else fmt
-        if kind not in (None, "text"):
-            raise _bad("text.format", "structured output (text.format) is not supported")
     truncation = body.get("truncation")
     if truncation not in (None, "disabled"):
         raise _bad("truncation", "only truncation 'disabled' is supported")
@@ -333,12 +358,20 @@ def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
     if not isinstance(metadata, Mapping):
         raise _bad("metadata", "'metadata' must be an object")
     effort, summary = _reasoning(body)
+    tool_choice = _tool_choice(body, tools)
+    text_format = _text_format(body)
+    if text_format is not None and tools and tool_choice != "none":
+        raise _bad(
+            "text.format",
+            "a structured text.format cannot be combined with tools (unless tool_choice is 'none')",
+        )
+    text = body.get("text")
     return ResponsesRequest(
         model=model,
         items=_items(body),
         instructions=instructions,
         tools=tools,
-        tool_choice=_tool_choice(body, tools),
+        tool_choice=tool_choice,
         parallel_tool_calls=_boolean(body, "parallel_tool_calls", True),
         max_output_tokens=max_output,
         temperature=_number(body, "temperature", 0.0, 2.0),
@@ -350,6 +383,10 @@ def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
         previous_response_id=previous,
         include_reasoning=_ENCRYPTED in include,
         metadata=dict(metadata),
+        text_format=text_format,
+        text=dict(text)
+        if isinstance(text, Mapping) and text.get("format")
+        else {"format": {"type": "text"}},
     )
 
 

@@ -127,6 +127,8 @@ def add_messages_routes(app: FastAPI, engine: Engine, limits: Limits, metrics: M
             response = Response(status_code=_CLIENT_GONE)
         except Exception as exc:  # ApiError, EngineError, or a bug: Anthropic's shape
             error = failure(exc)
+            if error.param == "response_format":  # the pipeline's name for the field
+                error.param = "output_config.format"
             response = JSONResponse(anthropic_error(error), status_code=error.status)
         metrics.requests.labels(route, str(response.status_code)).inc()
         return response

@@ -119,6 +119,8 @@ def add_responses_routes(
             response = Response(status_code=_CLIENT_GONE)
         except Exception as exc:  # ApiError, EngineError, or a bug: OpenAI's shape
             error = failure(exc)
+            if error.param == "response_format":  # the pipeline's name for text.format
+                error.param = "text.format"
             response = JSONResponse(error.body(), status_code=error.status)
         metrics.requests.labels(_ROUTE, str(response.status_code)).inc()
         return response
