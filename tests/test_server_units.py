@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolwire import Parser
 from toolwire.backends.bundled import bundled_model
 from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
 from toolwire.events import Content, Event, ToolCallArguments, ToolCallBegin, ToolCallEnd, merge
@@ -19,6 +21,7 @@ from toolwire.server.errors import ApiError
 from toolwire.server.request import parse_request
 from toolwire.server.stops import StopMatcher
 from toolwire.server.watch import CallWatch
+from toolwire.tokenizer import Tokenizer
 
 
 def _split(text: str, cuts: list[int]) -> list[Event]:
@@ -213,3 +216,34 @@ def test_structured_output_tag_for_every_format() -> None:
     assert broken.fallback == "relaxed"
     assert broken.tag is not None
     assert broken.tag["format"]["elements"][-1]["json_schema"] == {"type": "object"}
+
+
+def test_a_streamed_call_cut_short_is_marked_invalid_streamed_and_not(
+    load: Callable[[str], Tokenizer],
+) -> None:
+    """stream_arguments=True sends fragments as they come; a call cut inside its
+    arguments ends with valid=False, and the finishing choice names it."""
+    tok = load("qwen3")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    ids = tok.encode('Sure.<tool_call>\n{"name": "f", "arguments": {"x": "abc', delimiters=True)
+    parser = Parser("hermes", tok, tools=tools, stream_arguments=True)
+    events = parser.feed(ids) + parser.finish()
+    writer = ChunkWriter("chatcmpl-1", "m", 0)
+    streamed = writer.chunks(events)
+    assert any("tool_calls" in c["choices"][0]["delta"] for c in streamed)
+    assert writer.finish("length")["choices"][0]["invalid_tool_calls"] == [0]
+    body = completion("c", "m", 0, events, "length", 3, len(ids))
+    assert body["choices"][0]["invalid_tool_calls"] == [0]
+    # A complete call is valid: no extension field at all.
+    whole = tok.encode(
+        '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>', delimiters=True
+    )
+    parser = Parser("hermes", tok, tools=tools, stream_arguments=True)
+    events = parser.feed(whole) + parser.finish()
+    writer = ChunkWriter("chatcmpl-2", "m", 0)
+    writer.chunks(events)
+    assert "invalid_tool_calls" not in writer.finish("tool_calls")["choices"][0]
+    assert (
+        "invalid_tool_calls"
+        not in completion("c", "m", 0, events, "tool_calls", 1, 1)["choices"][0]
+    )

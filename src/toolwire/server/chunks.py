@@ -11,6 +11,11 @@ Mapping, per event: `Content` -> `delta.content`; `Reasoning` -> `delta.reasonin
 `ToolCallEnd` -> nothing (OpenAI has no such delta). The first chunk carries the role;
 the last carries `finish_reason`; with `include_usage`, a final chunk with no choices
 carries `usage`.
+
+A streamed call (`stream_arguments=True`) whose arguments turned out cut or malformed
+ends with `ToolCallEnd(valid=False)`; its fragments were already sent. The choice that
+carries `finish_reason` then lists those calls' indexes in `invalid_tool_calls` (a
+toolwire extension, absent when every call is valid), streamed and not.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from toolwire.events import (
     Reasoning,
     ToolCallArguments,
     ToolCallBegin,
+    ToolCallEnd,
     merge,
 )
 from toolwire.message import Message
@@ -74,6 +80,7 @@ class ChunkWriter:
             "created": created,
             "model": model,
         }
+        self._invalid: list[int] = []
 
     def _chunk(self, delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
@@ -87,13 +94,18 @@ class ChunkWriter:
         """One chunk per merged event (adjacent events of one kind are joined)."""
         out = []
         for event in merge(list(events)):
+            if isinstance(event, ToolCallEnd) and not event.valid:
+                self._invalid.append(event.index)
             delta = _delta(event)
             if delta is not None:
                 out.append(self._chunk(delta))
         return out
 
     def finish(self, reason: str) -> dict[str, Any]:
-        return self._chunk({}, reason)
+        chunk = self._chunk({}, reason)
+        if self._invalid:
+            chunk["choices"][0]["invalid_tool_calls"] = list(self._invalid)
+        return chunk
 
     def usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
         return {**self._base, "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
@@ -109,12 +121,21 @@ def completion(
     completion_tokens: int,
 ) -> dict[str, Any]:
     """The non-streaming response: the events assembled into one message."""
-    message = Message.from_events(events).to_openai()
+    parsed = Message.from_events(events)
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": parsed.to_openai(),
+        "logprobs": None,
+        "finish_reason": reason,
+    }
+    invalid = [i for i, call in enumerate(parsed.tool_calls) if not call.valid]
+    if invalid:
+        choice["invalid_tool_calls"] = invalid
     return {
         "id": completion_id,
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reason}],
+        "choices": [choice],
         "usage": usage(prompt_tokens, completion_tokens),
     }
