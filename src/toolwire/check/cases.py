@@ -5,9 +5,12 @@ Data flow::
     BFCL (tools, calls) --Format.render_output--> text --Tokenizer.encode--> ids
                                                       (delimiters=False: echoed markup)
 
-Each `Case` carries the output ids, the request's tools, what a correct parser returns
+Each `Case` carries the output ids, the request around it (tools, `tool_choice`, the
+thinking switch, the prompt ids: `prompts.Request`), what a correct parser returns
 (`Expected`; None for fuzz cases, where only the structural properties apply) and the
-chunkings to feed it in. Groups (the `--cases` names):
+chunkings to feed it in. Generation ends at a stop token, so no case continues past
+one (`check_stops` refuses such a case; a stop token may be the last id, as gpt-oss's
+`<|call|>` is). Groups (the `--cases` names):
 
 * `bfcl`: each ground-truth call list rendered with no text, with prose, or with
   reasoning, in the basic chunkings.
@@ -18,7 +21,8 @@ chunkings to feed it in. Groups (the `--cases` names):
   prose (`special`).
 * `chunking`: a few cases of each kind in every 2-split, a sample of 3-splits and
   random partitions.
-* `fuzz`: random ids from the whole vocabulary, delimiters over-weighted.
+* `fuzz`: random ids from the whole vocabulary, delimiters over-weighted, cut after
+  the first stop token.
 
 Generation is deterministic for a seed.
 """
@@ -33,13 +37,57 @@ from typing import Any
 
 from toolwire.check import sweeps
 from toolwire.check.corpus import BfclCase
+from toolwire.check.prompts import Prompter, Request
+from toolwire.errors import UsageError
 from toolwire.formats.spec import Format, RenderedCall
 from toolwire.parser import Parser
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["GROUPS", "Case", "Expected", "generate"]
+__all__ = ["GROUPS", "KINDS", "POLICIES", "Case", "Expected", "check_stops", "generate"]
 
 GROUPS = ("bfcl", "echo", "chunking", "fuzz")
+
+#: Policies, and the case kinds about each.
+POLICIES: dict[str, tuple[str, ...]] = {
+    "echoed markup": ("echo", "mixed", "nested"),
+    "undeclared tool": ("undeclared",),
+    "truncated call": ("truncated",),
+    "tool_choice none": ("none",),
+}
+
+#: Each case kind, what its output is, and whose rule its expected message encodes.
+KINDS: dict[str, tuple[str, str]] = {
+    "bfcl": ("BFCL ground-truth calls, alone, after prose or after reasoning", ""),
+    "special": (
+        "special tokens (neither delimiters nor stop tokens) inside prose",
+        "special tokens are not text (what skip_special_tokens=True gives)",
+    ),
+    "echo": (
+        "a call spelled from sub-word ids (markup quoted as text)",
+        "toolwire's rule: only a delimiter's token id opens a call",
+    ),
+    "mixed": (
+        "prose, a genuine call, then a spelled (quoted) call",
+        "toolwire's rule: only a delimiter's token id opens a call",
+    ),
+    "nested": (
+        "a genuine call whose string argument holds spelled delimiters",
+        "toolwire's rule: spelled delimiters inside a call are argument text",
+    ),
+    "undeclared": (
+        "prose, then a call to a tool the request did not declare",
+        "toolwire's rule: such a call is released as content",
+    ),
+    "truncated": (
+        "prose, then a call cut inside a string argument (output ends there)",
+        "toolwire's held-mode rule: an unfinished call is released as content",
+    ),
+    "none": (
+        "prose and a call, in a request with tool_choice none",
+        "toolwire's rule: no call is returned and the call's markup is consumed",
+    ),
+    "fuzz": ("random ids, delimiters over-weighted, cut after the first stop token", ""),
+}
 
 _PROSE = "Let me look that up for you."
 _AFTER = "The tool result quoted this text:"
@@ -77,6 +125,25 @@ class Case:
     #: Delimiters that are consumed markup even around a call released as content
     #: (a format's section wrapper): conservation ignores them.
     markup: list[str] = field(default_factory=list)
+    #: The request (tool_choice, thinking switch, prompt ids, start in reasoning).
+    request: Request = field(default_factory=Request)
+    #: The last id is a stop token (generation ended there).
+    stop: bool = False
+
+    @property
+    def policy(self) -> str | None:
+        """The policy this case is about, or None (a case judged on defects)."""
+        return next((p for p, kinds in POLICIES.items() if self.kind in kinds), None)
+
+
+def check_stops(case: Case, stops: frozenset[int]) -> None:
+    """Refuse a case whose output continues past a stop token (no server produces it)."""
+    for at, token in enumerate(case.ids[:-1]):
+        if token in stops:
+            raise UsageError(
+                f"case {case.id} ({case.format}) continues past stop token {token} at "
+                f"position {at} of {len(case.ids)}: generation ends at a stop token"
+            )
 
 
 def _string_arg(calls: Sequence[RenderedCall]) -> tuple[str, str] | None:
@@ -90,12 +157,25 @@ def _string_arg(calls: Sequence[RenderedCall]) -> tuple[str, str] | None:
 class _Builder:
     """Builds the cases of one format and tokenizer."""
 
-    def __init__(self, fmt: Format, tok: Tokenizer, rng: random.Random) -> None:
+    def __init__(
+        self,
+        fmt: Format,
+        tok: Tokenizer,
+        rng: random.Random,
+        prompter: Prompter,
+        stops: frozenset[int],
+    ) -> None:
         self.fmt = fmt
         self.tok = tok
         self.rng = rng
-        self.prefilled = fmt.starts_in_reasoning
+        self.prompter = prompter
+        self.stops = stops
         self.gated = Parser(fmt, tok).gated
+        close = fmt.call[1]
+        close_ids = self.enc(close) if close else []
+        #: A call's closing delimiter is a stop token (gpt-oss's `<|call|>`): an output
+        #: holds at most one call and nothing after it.
+        self.call_stops = len(close_ids) == 1 and close_ids[0] in stops
 
     def enc(self, text: str, *, spelled: bool = False) -> list[int]:
         return self.tok.encode(text, delimiters=not spelled)
@@ -109,6 +189,10 @@ class _Builder:
             ids += fill + self.enc(piece)
         return ids
 
+    def calls(self, calls: Sequence[RenderedCall]) -> list[RenderedCall]:
+        """The calls one output can hold (one when a call's close ends generation)."""
+        return list(calls[:1]) if self.call_stops else list(calls)
+
     def case(
         self,
         kind: str,
@@ -116,12 +200,13 @@ class _Builder:
         ids: list[int],
         tools: list[dict[str, Any]],
         expected: Expected | None,
+        request: Request,
         **extra: Any,
     ) -> Case:
         allowed = extra.pop("allowed", None)
         if allowed is None and expected is not None:
             allowed = expected.content + "\n" + expected.reasoning
-        return Case(
+        case = Case(
             id=f"{kind}/{cid}",
             kind=kind,
             format=self.fmt.name,
@@ -131,20 +216,31 @@ class _Builder:
             allowed=allowed or "",
             chunkings=sweeps.basic(len(ids), self.rng),
             markup=list(self.fmt.section or ()),
+            request=request,
+            stop=bool(ids) and ids[-1] in self.stops,
             **extra,
         )
+        check_stops(case, self.stops)
+        return case
 
     def output(
-        self, calls: Sequence[RenderedCall], content: str | None, reasoning: str | None
-    ) -> tuple[str, Expected]:
-        if self.prefilled and reasoning is None:
-            reasoning = _REASONING.format("help")
+        self,
+        tools: list[dict[str, Any]],
+        calls: Sequence[RenderedCall],
+        content: str | None,
+        reasoning: str | None,
+        tool_choice: str = "auto",
+    ) -> tuple[str, Expected, Request]:
+        """An output and the request it answers: thinking is on when it has reasoning."""
         if self.fmt.reasoning is None and self.fmt.render_text is None:
             reasoning = None
+        request = self.prompter.request(tools, reasoning is not None, tool_choice)
+        if request.in_reasoning and reasoning is None:
+            reasoning = _REASONING.format("help")
         text = self.fmt.render_output(
-            reasoning=reasoning, content=content, calls=calls, prefilled=self.prefilled
+            reasoning=reasoning, content=content, calls=calls, prefilled=request.in_reasoning
         )
-        return text, Expected(list(calls), content or "", reasoning or "")
+        return text, Expected(list(calls), content or "", reasoning or ""), request
 
     # -- groups ----------------------------------------------------------------------
 
@@ -153,19 +249,20 @@ class _Builder:
             variant = n % 3
             content = _PROSE if variant == 1 else None
             reasoning = _REASONING.format(entry.calls[0][0]) if variant == 2 else None
-            text, expected = self.output(entry.calls, content, reasoning)
-            yield self.case("bfcl", entry.id, self.enc(text), entry.tools, expected)
+            calls = self.calls(entry.calls)
+            text, expected, request = self.output(entry.tools, calls, content, reasoning)
+            yield self.case("bfcl", entry.id, self.enc(text), entry.tools, expected, request)
 
     def echo(self, entries: Sequence[BfclCase]) -> Iterator[Case]:
         for entry in entries:
             yield from self._adversarial(entry)
 
     def _adversarial(self, entry: BfclCase) -> Iterator[Case]:
-        calls, tools, cid = entry.calls, entry.tools, entry.id
+        calls, tools, cid = self.calls(entry.calls), entry.tools, entry.id
         first = [calls[0]]
         if self.gated:
             quoted = self.fmt.render(calls)
-            text, expected = self.output([], _MARK, None)
+            text, expected, request = self.output(tools, [], _MARK, None)
             ids = self.fill(text, [self.enc(quoted, spelled=True)])
             yield self.case(
                 "echo",
@@ -173,35 +270,42 @@ class _Builder:
                 ids,
                 tools,
                 Expected([], quoted, expected.reasoning),
+                request,
                 echoed=list(calls),
             )
-            head, expected = self.output(first, _PROSE, None)
-            quoted = self.fmt.render(calls[-1:])
-            ids = self.enc(head) + self.enc(f"\n\n{_AFTER}\n") + self.enc(quoted, spelled=True)
-            content = f"{expected.content} {_AFTER} {quoted}"
-            yield self.case(
-                "mixed",
-                cid,
-                ids,
-                tools,
-                Expected(first, content, expected.reasoning),
-                echoed=calls[-1:],
-            )
+            if not self.call_stops:  # text after a call would follow a stop token
+                head, expected, request = self.output(tools, first, _PROSE, None)
+                quoted = self.fmt.render(calls[-1:])
+                ids = self.enc(head) + self.enc(f"\n\n{_AFTER}\n") + self.enc(quoted, spelled=True)
+                content = f"{expected.content} {_AFTER} {quoted}"
+                yield self.case(
+                    "mixed",
+                    cid,
+                    ids,
+                    tools,
+                    Expected(first, content, expected.reasoning),
+                    request,
+                    echoed=calls[-1:],
+                )
             nested = self._nested(entry) if self._call_gated() else None
             if nested is not None:
                 yield nested
         picked = _string_arg(first)
-        if picked is not None and picked[1] in self.output(first, _PROSE, None)[0]:
+        if picked is not None and picked[1] in self.output(tools, first, _PROSE, None)[0]:
             yield self._truncated(entry, picked[1])
         name = "undeclared_" + calls[0][0].replace(".", "_")
-        text, expected = self.output([(name, calls[0][1])], _PROSE, None)
+        text, expected, request = self.output(tools, [(name, calls[0][1])], _PROSE, None)
         body = text[text.index(_PROSE) + len(_PROSE) :] if _PROSE in text else text
         undeclared = Expected([], f"{_PROSE} {body}", expected.reasoning)
-        yield self.case("undeclared", cid, self.enc(text), tools, undeclared)
+        yield self.case("undeclared", cid, self.enc(text), tools, undeclared, request)
+        text, expected, request = self.output(tools, first, _PROSE, None, tool_choice="none")
+        body = text[text.index(_PROSE) + len(_PROSE) :] if _PROSE in text else text
+        none = Expected([], f"{_PROSE} {body}", expected.reasoning)
+        yield self.case("none", cid, self.enc(text), tools, none, request)
         specials = self._specials()
         if specials:
             said = "Hello there," + "".join(_MARK + " and" for _ in specials) + " more text."
-            text, expected = self.output(first, said, None)
+            text, expected, request = self.output(tools, first, said, None)
             ids = self.fill(text, [[sid] for sid in specials])
             yield self.case(
                 "special",
@@ -209,6 +313,7 @@ class _Builder:
                 ids,
                 tools,
                 Expected(first, said.replace(_MARK, ""), expected.reasoning),
+                request,
             )
 
     def _call_gated(self) -> bool:
@@ -219,7 +324,7 @@ class _Builder:
 
     def _nested(self, entry: BfclCase) -> Case | None:
         """A genuine call whose string argument holds the format's delimiters, spelled."""
-        picked = _string_arg(entry.calls)
+        picked = _string_arg(self.calls(entry.calls))
         if picked is None:
             return None
         key, value = picked
@@ -228,7 +333,7 @@ class _Builder:
         close, opener = self.fmt.call[1] or "", self.fmt.call[0]
         spelled = f"{close}{opener}"
         patched = {**args, key: value + marker}
-        text, expected = self.output([(name, patched)], None, None)
+        text, expected, request = self.output(entry.tools, [(name, patched)], None, None)
         if text.count(marker) != 1:
             return None
         before, after = text.split(marker)
@@ -240,12 +345,15 @@ class _Builder:
             ids,
             entry.tools,
             Expected([call], "", expected.reasoning),
+            request,
             allowed=expected.reasoning,
         )
 
     def _truncated(self, entry: BfclCase, value: str) -> Case:
         """The output ends in the middle of a string argument."""
-        text, expected = self.output(entry.calls[:1], _PROSE, None)
+        text, expected, request = self.output(
+            entry.tools, self.calls(entry.calls)[:1], _PROSE, None
+        )
         head = text[: text.rfind(value) + len(value) // 2]
         body = head[head.index(_PROSE) + len(_PROSE) :] if _PROSE in head else head
         return self.case(
@@ -254,17 +362,16 @@ class _Builder:
             self.enc(head),
             entry.tools,
             Expected([], f"{_PROSE} {body}", expected.reasoning),
+            request,
         )
 
     def _specials(self) -> list[int]:
-        """Up to two special tokens that are neither delimiters nor kept text."""
+        """Up to two special tokens that are neither delimiters nor stop tokens."""
         structural = {i for d in (*self.fmt.delimiters, *self.fmt.keep) for i in self.tok.encode(d)}
-        pool = sorted(i for i in self.tok.special_ids if i not in structural)
-        if not pool:
-            return []
-        eos = sorted(i for i in self.tok.eos_ids if i in pool and i != pool[0])
-        second = eos[:1] or pool[-1:]
-        return [pool[0]] + [i for i in second if i != pool[0]]
+        pool = sorted(
+            i for i in self.tok.special_ids if i not in structural and i not in self.stops
+        )
+        return pool[:1] + pool[-1:] if len(pool) > 1 else pool
 
     def fuzz(self, count: int) -> Iterator[Case]:
         delimiter_ids = sorted(
@@ -273,6 +380,7 @@ class _Builder:
         spelled = [self.enc(d, spelled=True) for d in self.fmt.delimiters]
         structural = {i for d in (*self.fmt.delimiters, *self.fmt.keep) for i in self.enc(d)}
         size = self.tok.vocab_size
+        request = self.prompter.request([_FUZZ_TOOL], False)
         for n in range(count):
             ids: list[int] = []
             for _ in range(self.rng.randint(10, 120)):
@@ -285,11 +393,15 @@ class _Builder:
                     ids += self.enc(self.rng.choice(('{"name": "f", "arguments": {', '"x"', "}")))
                 else:
                     ids.append(self.rng.randrange(size))
-            # Delimiter ids may come back as text (a released call keeps its delimiters);
-            # no other added token may.
-            kept = [i for i in ids if i not in self.tok.added_ids or i in structural]
+            # Generation ends at the first stop token (the token itself is the last id).
+            end = next((k for k, i in enumerate(ids) if i in self.stops), len(ids) - 1)
+            ids = ids[: end + 1]
+            # Delimiter ids may come back as text (a released call keeps its delimiters),
+            # and so may added tokens that are not special (they are text); no special
+            # token may.
+            kept = [i for i in ids if i not in self.tok.special_ids or i in structural]
             allowed = self.tok.decode(kept)
-            yield self.case("fuzz", str(n), ids, [_FUZZ_TOOL], None, allowed=allowed)
+            yield self.case("fuzz", str(n), ids, [_FUZZ_TOOL], None, request, allowed=allowed)
 
 
 def generate(
@@ -299,11 +411,13 @@ def generate(
     groups: Sequence[str],
     *,
     limit: int,
+    prompter: Prompter,
+    stops: frozenset[int],
     seed: int = 0,
 ) -> list[Case]:
     """Every case of `groups` for one format; at most `limit` BFCL entries per category."""
     rng = random.Random(f"{seed}:{fmt.name}")
-    builder = _Builder(fmt, tok, rng)
+    builder = _Builder(fmt, tok, rng, prompter, stops)
     picked = {c: _sample(entries, limit, rng) for c, entries in corpus.items()}
     out: list[Case] = []
     if "bfcl" in groups:

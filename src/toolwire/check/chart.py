@@ -11,7 +11,7 @@ import sys
 from importlib import import_module
 from pathlib import Path
 
-from toolwire.check.properties import PROPERTIES
+from toolwire.check.properties import DEFECTS as PROPERTIES
 
 __all__ = ["draw"]
 
@@ -33,7 +33,7 @@ def draw(data: Path, png: Path) -> None:
             passed, total = row[prop]
             text = f"{passed}/{total}" if total else "—"
             ax.text(x, y, text, ha="center", va="center", fontsize=7)
-    ax.set_title("toolwire check: cases passed per property")
+    ax.set_title("toolwire check: cases passed per defect property")
     fig.colorbar(image, ax=ax, fraction=0.03, label="share passed")
     fig.tight_layout()
     fig.savefig(png, dpi=120)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from toolwire.check.cases import GROUPS
+from toolwire.check.impls import IMPLS
 from toolwire.check.report import markdown, write_report
-from toolwire.check.run import IMPLS, CheckOptions, run_check
+from toolwire.check.run import CheckOptions, run_check
 from toolwire.errors import UsageError
 
 __all__ = ["add_check_parser", "default_data"]
@@ -34,7 +34,7 @@ def _groups(value: str) -> list[str]:
     return groups
 
 
-def _command(args: argparse.Namespace) -> str:
+def _command(args: argparse.Namespace) -> list[str]:
     """The command line that reproduces this run."""
     words = ["toolwire", "check"]
     for impl in args.impl or ["toolwire"]:
@@ -44,9 +44,11 @@ def _command(args: argparse.Namespace) -> str:
     words += ["--cases", ",".join(args.cases), "--limit", str(args.limit)]
     if args.seed:
         words += ["--seed", str(args.seed)]
+    for case in args.case or []:
+        words += ["--case", case]
     if args.report:
         words += ["--report", args.report]
-    return shlex.join(words)
+    return words
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -63,6 +65,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         bfcl=Path(args.bfcl) if args.bfcl else None,
         limit=args.limit,
         seed=args.seed,
+        cases=args.case or [],
     )
     results = run_check(options, progress=lambda line: print(line, file=sys.stderr))
     command = _command(args)
@@ -76,7 +79,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def add_check_parser(sub: Any) -> None:
     """Register `check` on the main CLI's subparsers."""
     p = sub.add_parser("check", help="conformance run: toolwire and the peers on real cases")
-    p.add_argument("--impl", action="append", choices=IMPLS, help="implementation (repeatable)")
+    p.add_argument(
+        "--impl", action="append", choices=list(IMPLS), help="implementation (repeatable)"
+    )
     p.add_argument("--format", nargs="+", action="extend", help="formats (default: all)")
     p.add_argument(
         "--cases", type=_groups, default=list(GROUPS), help="comma list: " + ",".join(GROUPS)
@@ -86,4 +91,7 @@ def add_check_parser(sub: Any) -> None:
     p.add_argument("--bfcl", help="folder of BFCL-format files (default: bfcl-eval or data)")
     p.add_argument("--limit", type=int, default=40, help="BFCL entries per category")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--case", action="append", help="only this case id, e.g. bfcl/simple_python_3 (repeatable)"
+    )
     p.set_defaults(func=cmd_check)

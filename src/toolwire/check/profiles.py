@@ -1,94 +1,267 @@
-"""Per-format facts the conformance run needs: which tokenizer, which peer parsers.
+"""Per-format facts the conformance run needs, and how each peer's server drives its parser.
 
+A `Profile` names a format's tokenizer, chat template, thinking switch and stop tokens;
+a `PeerSpec` names the parsers a peer's server is started with for that format and the
+`skip_special_tokens` its server sets on a request with tools (`tool_choice` "auto").
 A format registered in `toolwire.formats` but missing here is still checked for
 toolwire when its tokenizer can be guessed (a folder of the same name); peers only
-run formats listed with their parser names. Keep this table in step with the
-registry: `profile(name)` says plainly when a format has no entry.
+run formats listed with their parser names.
+
+How the peers are driven, per request (`worker.py` does it; each step follows the
+server's code at the file:line given in `VLLM_DRIVING` / `SGLANG_DRIVING`, paths
+relative to the peers' site-packages; `tests/test_check.py` checks every citation
+against the installed package):
+
+* the request carries the case's tools, its `tool_choice` and its
+  `chat_template_kwargs` (the thinking switch as the case's request sets it);
+* the prompt is the chat template rendered for that request, and its ids are passed
+  where the server passes them (vLLM: every streaming step and the non-streaming
+  parser; SGLang's parsers take no prompt ids);
+* `skip_special_tokens` is what the server leaves on that request (vLLM: the parser's
+  own `adjust_request`; SGLang: `_process_messages`), and each delta is detokenized
+  incrementally with it;
+* the reasoning parser runs when the server is started with one; whether output
+  starts inside reasoning is the parser's own decision from the request (vLLM: from
+  `chat_template_kwargs` and the prompt ids; SGLang: `_get_reasoning_from_request`
+  with the template's switch as its template manager detects it);
+* generation ends at a stop token: no case continues past one (`cases.check_stops`),
+  and a final stop token's text is trimmed as the server's detokenizer trims it.
 
 Tokenizer sources: a folder (or file) under `<data>/tokenizers/` holding a real
-vocabulary, or
-`derived:<family>` for families whose vocabulary is not available offline (Qwen3's
-real byte-level BPE vocabulary with the family's own special tokens; see `vocab.py`).
+vocabulary, or `derived:<family>` for families whose vocabulary is not available
+offline (Qwen3's real byte-level BPE vocabulary with the family's own special tokens;
+see `vocab.py`). Stop tokens are each model's `generation_config.json`
+`eos_token_id` list (as token text), which is what both servers stop on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-__all__ = ["PROFILES", "PeerSpec", "Profile", "profile"]
+__all__ = [
+    "PROFILES",
+    "SGLANG_DRIVING",
+    "VLLM_DRIVING",
+    "Cite",
+    "PeerSpec",
+    "Profile",
+    "profile",
+]
+
+
+@dataclass(frozen=True)
+class Cite:
+    """A line of a peer's installed code: `path` under site-packages, 1-based `line`,
+    and `text` that line contains (checked by the tests against the installed package)."""
+
+    path: str
+    line: int
+    text: str
+    #: What the check does because of it.
+    why: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
 
 
 @dataclass(frozen=True)
 class PeerSpec:
-    """How a peer implementation parses this format (its parser names and options)."""
+    """How a peer's server parses this format."""
 
-    #: Tool parser (vLLM `tool_parser_name`, SGLang `tool_call_parser`).
+    #: Tool parser (vLLM `--tool-call-parser`, SGLang `--tool-call-parser`).
     tool: str
-    #: Reasoning parser name, or None when the format has no reasoning block.
+    #: Reasoning parser (`--reasoning-parser`), or None when the format has none.
     reasoning: str | None = None
     #: vLLM only: the harmony path (gpt-oss).
     harmony: bool = False
-    #: `chat_template_kwargs` the request carries (DeepSeek's thinking switch).
-    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: `skip_special_tokens` the server leaves on a request with tools and
+    #: `tool_choice` "auto" (the worker reads it from the peer's code per request;
+    #: the tests check that it equals this).
+    skip_special_tokens: bool = False
+    #: Where that value comes from in the peer's code.
+    skip_cite: Cite | None = None
 
 
 @dataclass(frozen=True)
 class Profile:
-    """A format's tokenizer and its peers' parsers."""
+    """A format's tokenizer, chat template, thinking switch, stop tokens and peers."""
 
     #: A folder or file under `<data>/tokenizers/`, or `derived:<family>`.
     tokenizer: str
+    #: The chat template, a file under `<data>/tokenizers/` (None: the tokenizer's).
+    template: str | None = None
+    #: The `chat_template_kwargs` key that switches thinking on or off, when the
+    #: template has one: a case with reasoning sends it True, others False.
+    thinking: str | None = None
+    #: Stop tokens (`generation_config.json` `eos_token_id`, as token text).
+    stops: tuple[str, ...] = ()
     vllm: PeerSpec | None = None
     sglang: PeerSpec | None = None
 
 
-_THINK = {"thinking": True}
+_VLLM = "vllm/entrypoints/openai/chat_completion"
+_SGL = "sglang/srt/entrypoints/openai/serving_chat.py"
+
+#: The steps of vLLM's server that the worker follows (see the module docstring).
+VLLM_DRIVING: tuple[Cite, ...] = (
+    Cite(f"{_VLLM}/serving.py", 166, "self.parser_cls = ParserManager.get_parser",
+         "one parser class from the tool and reasoning parser names"),
+    Cite(f"{_VLLM}/serving.py", 220, "chat_template_kwargs=chat_template_kwargs,",
+         "a parser per request, built with the request's chat_template_kwargs"),
+    Cite("vllm/renderers/online_renderer.py", 850, "should_adjust_request = (",
+         "adjust_request runs unless tool_choice is none (and no reasoning parser)"),
+    Cite("vllm/renderers/online_renderer.py", 874,
+         "request_parser.set_prompt_token_ids(prompt_token_ids)",
+         "the prompt ids are given before adjust_request"),
+    Cite("vllm/renderers/online_renderer.py", 875,
+         "request = request_parser.adjust_request(request=request)",
+         "the parser sets skip_special_tokens on the request"),
+    Cite(f"{_VLLM}/protocol.py", 726, '"skip_special_tokens", True',
+         "skip_special_tokens defaults to True"),
+    Cite(f"{_VLLM}/serving.py", 712, "delta_message, finish_reason = processor.step(",
+         "streaming: ChatStreamProcessor.step per engine delta"),
+    Cite(f"{_VLLM}/serving.py", 716, "res.prompt_token_ids,",
+         "streaming: the prompt ids at every step"),
+    Cite(f"{_VLLM}/serving.py", 997,
+         "parser.set_prompt_token_ids(final_res.prompt_token_ids)",
+         "non-streaming: the prompt ids before parse"),
+    Cite(f"{_VLLM}/serving.py", 1015, "reasoning, content, tool_calls = parser.parse(",
+         "non-streaming: parser.parse on the whole text and ids"),
+    Cite(f"{_VLLM}/serving.py", 1031, "fields = assemble_chat_message_fields(",
+         "non-streaming: the message fields as the server assembles them"),
+    Cite("vllm/v1/engine/detokenizer.py", 107,
+         "if stop_terminated and not self.include_stop_str_in_output:",
+         "a final stop token's text is not detokenized (its id is still passed)"),
+)  # fmt: skip
+
+#: The steps of SGLang's server that the worker follows.
+SGLANG_DRIVING: tuple[Cite, ...] = (
+    Cite(_SGL, 1822, "if self.is_gpt_oss or self.is_gemma4:",
+         "gpt-oss and Gemma 4 requests keep special tokens"),
+    Cite(_SGL, 1861, 'if effective_tools and request.tool_choice != "none":',
+         "a request with tools keeps special tokens (the next line sets it)"),
+    Cite("sglang/srt/entrypoints/openai/protocol.py", 1014, "skip_special_tokens: bool = True",
+         "skip_special_tokens defaults to True"),
+    Cite("sglang/srt/parser/template_manager.py", 138,
+         "self._force_reasoning, self._reasoning_config = detect_reasoning_pattern(",
+         "the template's thinking switch, detected from the chat template"),
+    Cite(_SGL, 3518, "def _get_reasoning_from_request",
+         "whether output starts in reasoning, per request"),
+    Cite(_SGL, 1092, 'return request.tool_choice != "none"',
+         "tool_choice none: the tool parser does not run"),
+    Cite(_SGL, 975, "reasoning_text, delta = self._process_reasoning_stream(",
+         "streaming: the reasoning parser first, per delta"),
+    Cite(_SGL, 1008, "async for chunk in self._process_tool_call_stream(",
+         "streaming: then the tool-call parser, flushed on the last delta"),
+    Cite(_SGL, 1025, "remaining_chunk = self._check_for_unstreamed_tool_args(",
+         "streaming: the server's top-up of arguments not yet streamed"),
+    Cite(_SGL, 2931, "force_reasoning = (",
+         "non-streaming: the reasoning parser with the request's force_reasoning"),
+    Cite(_SGL, 2962, "tool_calls, text, finish_reason = self._process_tool_calls(",
+         "non-streaming: the server's tool-call step"),
+    Cite("sglang/srt/managers/detokenizer_manager.py", 225, "return output[:-1]",
+         "a final stop token's ids are trimmed before detokenizing ..."),
+    Cite("sglang/srt/managers/detokenizer_manager.py", 221,
+         "if output[-1] in self.tool_close_token_ids:",
+         "... unless it closes a tool call (gpt-oss <|call|> too, line 219)"),
+)  # fmt: skip
+
+# -- where each parser's skip_special_tokens comes from ---------------------------------
+
+_V_DEFAULT = VLLM_DRIVING[5]
+_V_HERMES = Cite("vllm/tool_parsers/hermes_tool_parser.py", 67,
+                 "request.skip_special_tokens = False", "hermes adjust_request")  # fmt: skip
+_V_ENGINE = Cite(
+    "vllm/parser/engine/parser_engine.py",
+    272,
+    "request.skip_special_tokens = False",
+    "engine parsers' adjust_request",
+)
+_S_TOOLS = SGLANG_DRIVING[1]
+_S_OSS = SGLANG_DRIVING[0]
+
+
+def _v(tool: str, reasoning: str | None = None, *, skip: bool = True,
+       cite: Cite | None = None, harmony: bool = False) -> PeerSpec:  # fmt: skip
+    return PeerSpec(tool, reasoning, harmony, skip, cite or (_V_DEFAULT if skip else _V_ENGINE))
+
+
+def _s(tool: str, reasoning: str | None = None, cite: Cite = _S_TOOLS) -> PeerSpec:
+    return PeerSpec(tool, reasoning, False, False, cite)
+
+
+_QWEN = ("<|im_end|>", "<|endoftext|>")  # Qwen3 generation_config: [151645, 151643]
+_DEEPSEEK = ("<｜end▁of▁sentence｜>",)
+_GLM = ("<|endoftext|>", "<|user|>", "<|observation|>")  # GLM-4.5/4.7: 151329/36/38
 
 PROFILES: dict[str, Profile] = {
-    "hermes": Profile("qwen3", PeerSpec("hermes"), PeerSpec("qwen25")),
-    "qwen3": Profile("qwen3", PeerSpec("hermes", "qwen3"), PeerSpec("qwen25", "qwen3")),
-    "qwen3_coder": Profile(
-        "qwen3", PeerSpec("qwen3_coder", "qwen3"), PeerSpec("qwen3_coder", "qwen3")
+    "hermes": Profile(
+        "qwen3", "qwen3/Qwen-Qwen2.5-7B-Instruct.jinja", None, _QWEN,
+        _v("hermes", skip=False, cite=_V_HERMES), _s("qwen25"),
     ),
-    "deepseek_v3": Profile("deepseek_v3", PeerSpec("deepseek_v3"), PeerSpec("deepseekv3")),
-    # vLLM's deepseek_v3 reasoning parser needs <think> ids, which the offline DeepSeek
-    # V3 vocabulary lacks (V3.1's has them): vLLM runs without a reasoning parser here.
+    "qwen3": Profile(
+        "qwen3", "qwen3/Qwen-Qwen3-0.6B.jinja", "enable_thinking", _QWEN,
+        _v("hermes", "qwen3", skip=False, cite=_V_HERMES), _s("qwen25", "qwen3"),
+    ),
+    "qwen3_coder": Profile(
+        "qwen3", "qwen3/Qwen3-Coder.jinja", None, _QWEN,
+        _v("qwen3_coder", "qwen3", skip=False), _s("qwen3_coder", "qwen3"),
+    ),
+    "deepseek_v3": Profile(
+        "deepseek_v3", None, None, _DEEPSEEK, _v("deepseek_v3"), _s("deepseekv3"),
+    ),
+    # V3.1's vocabulary with <think> ids: DeepSeek V4's (the V3 vocabulary lacks them).
     "deepseek_v31": Profile(
-        "deepseek_v3",
-        PeerSpec("deepseek_v31"),
-        PeerSpec("deepseekv31", "deepseek-v3", template_kwargs=_THINK),
+        "deepseek_v4", "deepseek_v3/deepseek-ai-DeepSeek-V3.1.jinja", "thinking", _DEEPSEEK,
+        _v("deepseek_v31", "deepseek_v3"), _s("deepseekv31", "deepseek-v3"),
     ),
     "deepseek_v32": Profile(
-        "deepseek_v4",
-        PeerSpec("deepseek_v32", "deepseek_v3", template_kwargs=_THINK),
-        PeerSpec("deepseekv32", "deepseek-v3", template_kwargs=_THINK),
+        "deepseek_v4", "deepseek_v3/deepseek-ai-DeepSeek-V3.2.jinja", "thinking", _DEEPSEEK,
+        _v("deepseek_v32", "deepseek_v3", skip=False), _s("deepseekv32", "deepseek-v3"),
     ),
     "deepseek_v4": Profile(
-        "deepseek_v4",
-        PeerSpec("deepseek_v4", "deepseek_v4", template_kwargs=_THINK),
-        PeerSpec("deepseekv4", "deepseek-v4", template_kwargs=_THINK),
+        "deepseek_v4", None, "thinking", _DEEPSEEK,
+        _v("deepseek_v4", "deepseek_v4", skip=False), _s("deepseekv4", "deepseek-v4"),
     ),
     "kimi_k2": Profile(
-        "derived:kimi_k2", PeerSpec("kimi_k2", "kimi_k2"), PeerSpec("kimi_k2", "kimi_k2")
+        "derived:kimi_k2", "kimi_k2/Kimi-K2-Thinking.jinja", None, ("<|im_end|>", "[EOS]"),
+        _v("kimi_k2", "kimi_k2", skip=False), _s("kimi_k2", "kimi_k2"),
     ),
-    "glm45": Profile("derived:glm", PeerSpec("glm45", "glm45"), PeerSpec("glm45", "glm45")),
-    "glm47": Profile("derived:glm", PeerSpec("glm47", "glm45"), PeerSpec("glm47", "glm45")),
+    "glm45": Profile(
+        "derived:glm", "glm/GLM-4.6.jinja", "enable_thinking", _GLM,
+        _v("glm45", "glm45", skip=False), _s("glm45", "glm45"),
+    ),
+    "glm47": Profile(
+        "derived:glm", "glm/GLM-4.7-Flash.jinja", "enable_thinking", _GLM,
+        _v("glm47", "glm45", skip=False), _s("glm47", "glm45"),
+    ),
     "minimax_m2": Profile(
-        "derived:minimax_m2",
-        PeerSpec("minimax_m2", "minimax_m2"),
-        PeerSpec("minimax-m2", "minimax-append-think"),
+        "derived:minimax_m2", "minimax_m2/MiniMax-M2.jinja", None, ("[e~[",),
+        _v("minimax_m2", "minimax_m2", skip=False), _s("minimax-m2", "minimax-append-think"),
     ),
-    "gemma4": Profile("derived:gemma4", PeerSpec("gemma4", "gemma4"), PeerSpec("gemma4", "gemma4")),
+    "gemma4": Profile(
+        "derived:gemma4", "gemma4/google-gemma-4-31B-it.jinja", "enable_thinking",
+        ("<eos>", "<turn|>"),
+        _v("gemma4", "gemma4", skip=False), _s("gemma4", "gemma4", _S_OSS),
+    ),
+    # gpt-oss generation_config: <|return|> 200002, <|endoftext|> 199999, <|call|> 200012.
     "gpt_oss": Profile(
-        "gpt_oss",
-        PeerSpec("openai", "openai_gptoss", harmony=True),
-        PeerSpec("gpt-oss", "gpt-oss"),
+        "gpt_oss", "gpt_oss/openai-gpt-oss-120b.jinja", None,
+        ("<|return|>", "<|endoftext|>", "<|call|>"),
+        _v("openai", "openai_gptoss", harmony=True), _s("gpt-oss", "gpt-oss", _S_OSS),
     ),
-    "llama3_json": Profile("llama3", PeerSpec("llama3_json"), PeerSpec("llama3")),
-    "pythonic": Profile("llama3", PeerSpec("pythonic"), PeerSpec("pythonic")),
-    "mistral": Profile("mistral/tekken_240718.json.gz", PeerSpec("mistral"), PeerSpec("mistral")),
-}
+    "llama3_json": Profile(
+        "llama3", "llama3/meta-llama-Llama-3.1-8B-Instruct.jinja", None,
+        ("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"), _v("llama3_json"), _s("llama3"),
+    ),
+    "pythonic": Profile(
+        "llama3", "llama3/meta-llama-Llama-3.2-3B-Instruct.jinja", None,
+        ("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"), _v("pythonic"), _s("pythonic"),
+    ),
+    "mistral": Profile(
+        "mistral/tekken_240718.json.gz", None, None, ("</s>",), _v("mistral"), _s("mistral"),
+    ),
+}  # fmt: skip
 
 
 def profile(fmt: str) -> Profile:

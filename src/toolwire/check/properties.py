@@ -1,25 +1,32 @@
-"""The properties a parser's outcomes must hold, judged one case at a time.
+"""What a case's outcomes show: defects (judged) and policies (described).
 
-An `Outcome` is what an implementation returned for one run of a case (one chunking,
-or the non-streaming path): content, reasoning, calls, or the error it raised. Text is
-compared without whitespace for conservation and with whitespace runs collapsed
-elsewhere (implementations differ in the blank lines they keep around structure, and
-toolwire treats whitespace next to structure as markup; no property here is about
-whitespace). Properties:
+An `Outcome` is what an implementation returned for one run of a case: the
+non-streaming path (run 0) or one chunking of its ids (runs 1...), as content,
+reasoning, calls, or the error it raised. Text is compared without whitespace for
+conservation and with whitespace runs collapsed elsewhere (implementations differ in
+the blank lines they keep around structure; no property here is about whitespace).
 
-* `correct`: the calls are the expected ones (names, and arguments equal as JSON).
-* `chunk-invariant`: every run gives the same normalized message.
-* `echo-safe`: markup spelled from sub-word ids never becomes a call.
+Defects, a failure of which is a bug whatever an implementation's policy
+(`DEFECTS`; judged on every case kind except where a policy decides the answer):
+
+* `non-streaming`, `one-id`, `multi-id`: the calls are the expected ones (names, and
+  arguments equal as JSON), in the non-streaming run, in the run fed one id per delta,
+  and in every run whose deltas carry several ids (the single chunk, 8 ids per delta,
+  random partitions and, for `chunking/` cases, every 2-split and sampled 3-splits).
+  Policy cases are not judged here: their expected calls are one implementation's rule.
+* `chunk-invariant`: every run gives the same normalized message (all kinds but
+  `truncated`, where streaming a partial call is a policy).
 * `leak-free`: no special token or delimiter text in content or reasoning beyond
   what the output legitimately shows (`Case.allowed`).
-* `json-args`: every call's arguments are a JSON object.
-* `conservation`: content and reasoning are the expected text: nothing lost,
-  duplicated, or moved between them (a call released as content keeps all its text;
-  a section wrapper around it is consumed markup either way, `Case.markup`).
+* `json-args`: every call's arguments are a JSON object (all kinds but `truncated`).
+* `conservation`: content and reasoning are the expected text (nothing lost,
+  duplicated or moved between them), on cases with no policy-governed text.
 * `no-error`: no run raised.
 
-A property that does not apply to a case (no expected message for fuzz cases, no
-echoed markup) is None; a case passes a property when every run holds it.
+A verdict names the first run that fails it (`Verdict.run`), so a report can show the
+run that failed that very property. Policies (`cases.POLICIES`) are described per run
+by `policy_outcome`: what became of the policy-governed markup (a call, content, or
+dropped).
 """
 
 from __future__ import annotations
@@ -31,12 +38,13 @@ from typing import Any
 
 from toolwire.check.cases import Case
 
-__all__ = ["PROPERTIES", "Outcome", "judge"]
+__all__ = ["DEFECTS", "Outcome", "Verdict", "judge", "policy_outcome"]
 
-PROPERTIES = (
-    "correct",
+DEFECTS = (
+    "non-streaming",
+    "one-id",
+    "multi-id",
     "chunk-invariant",
-    "echo-safe",
     "leak-free",
     "json-args",
     "conservation",
@@ -65,6 +73,15 @@ class Outcome:
         )
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A property's verdict on one case: None when it does not apply."""
+
+    ok: bool | None
+    #: The first failing run (0: non-streaming; k: `case.chunkings[k - 1]`).
+    run: int | None = None
+
+
 def _squash(text: str) -> str:
     return " ".join(text.split())
 
@@ -77,45 +94,50 @@ def _arguments(text: str) -> Any:
     return value
 
 
-def _normal(outcome: Outcome) -> tuple[str, str, list[tuple[str, str]]]:
+def _normal(outcome: Outcome) -> str:
     calls = [(n, json.dumps(_arguments(a), sort_keys=True)) for n, a in outcome.calls]
-    return _squash(outcome.content), _squash(outcome.reasoning), calls
+    return json.dumps([_squash(outcome.content), _squash(outcome.reasoning), calls])
 
 
 def _same_call(name: str, arguments: str, expected: tuple[str, Any]) -> bool:
     return name == expected[0] and _arguments(arguments) == expected[1]
 
 
-def _markers(case: Case, markers: Iterable[str]) -> list[str]:
-    return sorted({m for m in markers if m})
+def _first(runs: Iterable[int], bad: Any) -> Verdict:
+    """Passed unless `bad(run)` holds for one of `runs` (None: no run applies)."""
+    runs = list(runs)
+    if not runs:
+        return Verdict(None)
+    failing = next((k for k in runs if bad(k)), None)
+    return Verdict(failing is None, failing)
 
 
-def judge(
-    case: Case, outcomes: Sequence[Outcome], markers: Iterable[str]
-) -> dict[str, bool | None]:
-    """Each property's verdict for one case over all its runs (None: not applicable)."""
-    errors = [o for o in outcomes if o.error is not None]
-    ok = list({o: None for o in outcomes if o.error is None})  # identical runs judged once
-    verdict: dict[str, bool | None] = {"no-error": not errors}
-    forms = {json.dumps(_normal(o)) for o in ok}
-    verdict["chunk-invariant"] = len(forms) <= 1 and not errors
-    verdict["json-args"] = not errors and all(
-        isinstance(_arguments(a), dict) for o in ok for _, a in o.calls
-    )
-    allowed = case.allowed
-    watched = _markers(case, markers)
-    verdict["leak-free"] = not errors and all(
-        (o.content + "\n" + o.reasoning).count(m) <= allowed.count(m) for o in ok for m in watched
-    )
+def judge(case: Case, outcomes: Sequence[Outcome], markers: Iterable[str]) -> dict[str, Verdict]:
+    """Each defect property's verdict for one case over all its runs."""
+    sizes: list[list[int] | None] = [None, *case.chunkings]
+    assert len(outcomes) == len(sizes), "one outcome per run"
+    runs = range(len(outcomes))
+    streams = [k for k in runs if sizes[k] is not None]
+    one_id = [k for k in streams if max(sizes[k] or [1]) == 1]
+    multi_id = [k for k in streams if max(sizes[k] or [1]) > 1]
+    failed = [o.error is not None for o in outcomes]
+    policy = case.policy
+    out: dict[str, Verdict] = {"no-error": _first(runs, lambda k: failed[k])}
     expected = case.expected
-    if expected is None:
-        verdict["correct"] = verdict["conservation"] = None
-    else:
-        verdict["correct"] = not errors and all(
-            len(o.calls) == len(expected.calls)
-            and all(_same_call(n, a, e) for (n, a), e in zip(o.calls, expected.calls, strict=True))
-            for o in ok
-        )
+    if expected is not None and policy is None:
+
+        def wrong(k: int) -> bool:
+            calls = outcomes[k].calls
+            return failed[k] or not (
+                len(calls) == len(expected.calls)
+                and all(
+                    _same_call(n, a, e) for (n, a), e in zip(calls, expected.calls, strict=True)
+                )
+            )
+
+        out["non-streaming"] = _first([0], wrong)
+        out["one-id"] = _first(one_id, wrong)
+        out["multi-id"] = _first(multi_id, wrong)
 
         def bare(text: str) -> str:
             for mark in case.markup:
@@ -123,16 +145,78 @@ def judge(
             return "".join(text.split())
 
         content, reasoning = bare(expected.content), bare(expected.reasoning)
-        verdict["conservation"] = not errors and all(
-            bare(o.content) == content and bare(o.reasoning) == reasoning for o in ok
-        )
-    if case.echoed:
-        genuine = len(expected.calls) if expected is not None else 0
-        verdict["echo-safe"] = not errors and all(
-            len(o.calls) <= genuine
-            and not any(_same_call(n, a, e) for n, a in o.calls[genuine:] for e in case.echoed)
-            for o in ok
+        out["conservation"] = _first(
+            runs,
+            lambda k: (
+                failed[k]
+                or bare(outcomes[k].content) != content
+                or bare(outcomes[k].reasoning) != reasoning
+            ),
         )
     else:
-        verdict["echo-safe"] = None
-    return {p: verdict[p] for p in PROPERTIES}
+        for prop in ("non-streaming", "one-id", "multi-id", "conservation"):
+            out[prop] = Verdict(None)
+    if case.kind == "truncated":
+        out["chunk-invariant"] = out["json-args"] = Verdict(None)
+    else:
+        forms = [_normal(o) for o in outcomes]
+        out["chunk-invariant"] = _first(runs, lambda k: failed[k] or forms[k] != forms[0])
+        out["json-args"] = _first(
+            runs, lambda k: any(not isinstance(_arguments(a), dict) for _, a in outcomes[k].calls)
+        )
+    watched = sorted({m for m in markers if m})
+    allowed = case.allowed
+
+    def leaks(k: int) -> bool:
+        text = outcomes[k].content + "\n" + outcomes[k].reasoning
+        return any(text.count(m) > allowed.count(m) for m in watched)
+
+    out["leak-free"] = _first(runs, leaks)
+    return {p: out[p] for p in DEFECTS}
+
+
+def policy_outcome(case: Case, outcome: Outcome) -> str:
+    """What one run did with the case's policy-governed markup (a short label)."""
+    if outcome.error is not None:
+        return "error"
+    expected = case.expected
+    genuine = len(expected.calls) if expected is not None else 0
+    text = outcome.content + outcome.reasoning
+    if case.kind == "nested" and expected is not None:
+        kept = len(outcome.calls) == 1 and _same_call(*outcome.calls[0], expected.calls[0])
+        return "argument text" if kept else "read as markup"
+    if case.kind in ("echo", "mixed"):
+        extra = len(outcome.calls) > genuine
+        return "call" if extra else ("content" if _quoted(case) in _squash(text) else "dropped")
+    if outcome.calls:
+        return "call"
+    name = _policy_name(case)
+    return "content" if name and name in text else "dropped"
+
+
+def _quoted(case: Case) -> str:
+    """A piece of the echoed markup that survives as text when it is kept."""
+    name = case.echoed[-1][0] if case.echoed else ""
+    return name
+
+
+def _policy_name(case: Case) -> str:
+    """The name of the call the policy is about (appears in its markup)."""
+    expected = case.expected
+    if expected is None:
+        return ""
+    if case.kind == "undeclared":
+        marker = "undeclared_"
+        at = expected.content.find(marker)
+        if at >= 0:
+            end = at + len(marker)
+            while end < len(expected.content) and (
+                expected.content[end].isalnum() or expected.content[end] == "_"
+            ):
+                end += 1
+            return expected.content[at:end]
+    for tool in case.tools:
+        name = str(tool.get("function", {}).get("name", ""))
+        if name and name in expected.content:
+            return name
+    return ""

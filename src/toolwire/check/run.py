@@ -2,12 +2,13 @@
 
 Data flow::
 
-    formats x profiles --vocab--> tokenizer --cases.generate--> cases
-    cases --impls.run_toolwire / impls.run_peer--> outcomes per run
-    outcomes --properties.judge--> verdicts --report--> Markdown matrix, PNG, JSON
+    formats x profiles --vocab--> tokenizer --prompts--> requests, stop ids
+    --cases.generate--> cases (check_stops refuses any past a stop token)
+    cases --impls.IMPLS[name].run--> outcomes per run
+    outcomes --properties.judge / policy_outcome--> defects, policies --report--> Markdown
 
 `run_check` does no printing; the CLI prints and picks the exit code (non-zero when
-toolwire itself fails any case).
+toolwire itself fails a defect property on any case).
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ from pathlib import Path
 
 from toolwire import formats
 from toolwire.check import impls
-from toolwire.check.cases import GROUPS, Case, generate
+from toolwire.check.cases import GROUPS, Case, check_stops, generate
 from toolwire.check.corpus import CATEGORIES, BfclCase, bfcl_folder, load_bfcl
 from toolwire.check.profiles import profile
-from toolwire.check.properties import Outcome, judge
-from toolwire.check.vocab import tokenizer_file, tokenizer_for
+from toolwire.check.prompts import Prompter, stop_ids
+from toolwire.check.properties import Outcome, Verdict, judge, policy_outcome
+from toolwire.check.vocab import tokenizer_for
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["IMPLS", "CaseResult", "CheckOptions", "CheckResults", "run_check"]
-
-IMPLS = ("toolwire", *impls.PEERS)
+__all__ = ["CaseResult", "CheckOptions", "CheckResults", "run_check"]
 
 
 @dataclass(frozen=True)
@@ -42,22 +42,30 @@ class CheckOptions:
     bfcl: Path | None = None
     limit: int = 40
     seed: int = 0
+    #: Only these case ids (all when empty): to reproduce one cell.
+    cases: Sequence[str] = ()
     #: format name -> tokenizer, overriding the profiles (a test suite's own cache).
     tokenizer: Callable[[str], Tokenizer] | None = None
 
 
 @dataclass(frozen=True)
 class CaseResult:
-    """One case's verdicts for one implementation, with a failing run to show."""
+    """One case's verdicts for one implementation, with every run's outcome."""
 
     impl: str
     format: str
     case: Case
-    verdicts: dict[str, bool | None]
-    #: The first run that differs from the expected message (or the first run).
-    sample: Outcome
-    #: That run's delta sizes (None: the non-streaming run).
-    sizes: list[int] | None = None
+    verdicts: dict[str, Verdict]
+    runs: list[Outcome]
+    #: What each run did with the policy-governed markup (policy cases only).
+    policy: list[str] | None = None
+
+    def failed(self) -> list[str]:
+        return [p for p, v in self.verdicts.items() if v.ok is False]
+
+    def sizes(self, run: int) -> list[int] | None:
+        """The delta sizes of a run (None: the non-streaming run)."""
+        return None if run == 0 else self.case.chunkings[run - 1]
 
 
 @dataclass
@@ -65,25 +73,15 @@ class CheckResults:
     results: list[CaseResult] = field(default_factory=list)
     #: (impl, format) -> why it was not run.
     skipped: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: (impl, format) -> the settings it ran with.
+    settings: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    #: format -> how its requests were made (template, switch, stop tokens).
+    requests: dict[str, list[str]] = field(default_factory=dict)
+    #: Package versions the peers ran with.
+    versions: dict[str, str] = field(default_factory=dict)
 
     def failures(self, impl: str = "toolwire") -> list[CaseResult]:
-        return [r for r in self.results if r.impl == impl and False in r.verdicts.values()]
-
-
-def _sample(
-    case: Case, outcomes: list[Outcome], verdicts: dict[str, bool | None]
-) -> tuple[Outcome, list[int] | None]:
-    """The most telling run: one that raised, else one differing from the first."""
-    runs: list[list[int] | None] = [None, *case.chunkings]
-    for outcome, sizes in zip(outcomes, runs, strict=True):
-        if outcome.error is not None:
-            return outcome, sizes
-    if verdicts.get("chunk-invariant") is False:
-        first = outcomes[0]
-        for outcome, sizes in zip(outcomes, runs, strict=True):
-            if outcome != first:
-                return outcome, sizes
-    return outcomes[0], None
+        return [r for r in self.results if r.impl == impl and r.failed()]
 
 
 def run_check(options: CheckOptions, progress: Callable[[str], None] | None = None) -> CheckResults:
@@ -92,14 +90,13 @@ def run_check(options: CheckOptions, progress: Callable[[str], None] | None = No
     unknown = [g for g in options.groups if g not in GROUPS]
     if unknown:
         raise UsageError(f"unknown case groups {unknown}; known: {', '.join(GROUPS)}")
-    bad = [i for i in options.impls if i not in IMPLS]
+    bad = [i for i in options.impls if i not in impls.IMPLS]
     if bad:
-        raise UsageError(f"unknown implementations {bad}; known: {', '.join(IMPLS)}")
+        raise UsageError(f"unknown implementations {bad}; known: {', '.join(impls.IMPLS)}")
     names = list(options.formats) or formats.names()
     folder = bfcl_folder(options.bfcl, options.data)
     corpus: dict[str, list[BfclCase]] = {c: load_bfcl(folder, c) for c in CATEGORIES}
     out = CheckResults()
-    env = {"TIKTOKEN_ENCODINGS_BASE": str(options.data / "tokenizers" / "gpt_oss")}
     for name in names:
         fmt = formats.get(name)
         prof = profile(name)
@@ -109,30 +106,63 @@ def run_check(options: CheckOptions, progress: Callable[[str], None] | None = No
             else:
                 tok = tokenizer_for(prof.tokenizer, options.data)
         except (UsageError, OSError) as exc:
-            for impl in options.impls:
-                out.skipped[(impl, name)] = f"no tokenizer: {exc}"
+            for skipped in options.impls:
+                out.skipped[(skipped, name)] = f"no tokenizer: {exc}"
             continue
-        cases = generate(fmt, tok, corpus, options.groups, limit=options.limit, seed=options.seed)
+        prompter = Prompter(fmt, tok, prof, options.data)
+        stops = stop_ids(tok, prof)
+        cases = generate(
+            fmt,
+            tok,
+            corpus,
+            options.groups,
+            limit=options.limit,
+            seed=options.seed,
+            prompter=prompter,
+            stops=stops,
+        )
+        if options.cases:
+            cases = [c for c in cases if c.id in options.cases]
+        for case in cases:
+            check_stops(case, stops)
+        out.requests[name] = _requests(prof.template, prof.thinking, prompter, tok, stops)
         markers = [*tok.added_tokens, *fmt.delimiters]
-        for impl in options.impls:
-            say(f"{impl} {name}: {len(cases)} cases")
-            if impl == "toolwire":
-                outcomes = impls.run_toolwire(fmt, tok, cases)
-            else:
-                spec = getattr(prof, impl)
-                if spec is None:
-                    out.skipped[(impl, name)] = f"{impl} has no parser for this format"
-                    continue
-                if impls.peer_python() is None:
-                    raise UsageError(impls.how_to_make(impl))
-                try:
-                    path = tokenizer_file(prof.tokenizer, options.data)
-                    outcomes = impls.run_peer(impl, spec, fmt, tok, path, cases, env)
-                except Exception as exc:  # a peer that cannot run this format: say why
-                    out.skipped[(impl, name)] = str(exc).strip().splitlines()[-1][:200]
-                    continue
-            for case, runs in zip(cases, outcomes, strict=True):
+        target = impls.Target(fmt, tok, prof, options.data, prompter.template)
+        for impl_name in options.impls:
+            impl = impls.IMPLS[impl_name]
+            why = impl.supports(target)
+            if why is not None:
+                out.skipped[(impl_name, name)] = why
+                continue
+            say(f"{impl_name} {name}: {len(cases)} cases")
+            try:
+                ran = impl.run(target, cases)
+            except UsageError as exc:  # a peer that cannot run this format: say why
+                out.skipped[(impl_name, name)] = str(exc).strip().splitlines()[-1][:200]
+                continue
+            out.settings[(impl_name, name)] = ran.settings
+            out.versions.update(ran.versions)
+            for case, runs in zip(cases, ran.outcomes, strict=True):
                 verdicts = judge(case, runs, markers)
-                sample, sizes = _sample(case, runs, verdicts)
-                out.results.append(CaseResult(impl, name, case, verdicts, sample, sizes))
+                policy = [policy_outcome(case, o) for o in runs] if case.policy else None
+                out.results.append(CaseResult(impl_name, name, case, verdicts, runs, policy))
     return out
+
+
+def _requests(
+    template: str | None,
+    switch: str | None,
+    prompter: Prompter,
+    tok: Tokenizer,
+    stops: frozenset[int],
+) -> list[str]:
+    names = sorted(tok.decode([i]) for i in stops)
+    lines = [
+        f"chat template: {template or 'the tokenizer’s own'}"
+        + (f" ({prompter.problem}: no prompt ids)" if prompter.problem else ""),
+        f"thinking switch: `{switch}` (True when the case has reasoning, else False)"
+        if switch
+        else "thinking switch: none (the template decides)",
+        "stop tokens: " + ", ".join(f"`{n}`" for n in names),
+    ]
+    return lines
