@@ -69,9 +69,17 @@ $(BENCH)/python:
 bench: .venv-bench/.peers-installed
 	$(BENCH)/python -m bench.parsers
 
-# The full conformance run, toolwire and the peers; the report goes to conformance-report/.
+# The full conformance run: toolwire (held and stream_arguments=True), vLLM and SGLang on
+# every format, each peer driven per request as its server drives it. The report goes to
+# conformance-report/ (with conformance.json); its Markdown and chart become docs/.
+# Exit status: toolwire's (1 when toolwire fails a defect property), after the copy.
+CHECK_IMPLS := --impl toolwire --impl toolwire-stream --impl vllm --impl sglang
+CHECK_LIMIT ?= 10
 check: $(VENV)/.test-installed .venv-bench/.peers-installed
-	$(BIN)/toolwire check --impl toolwire --impl vllm --impl sglang --limit 10 --report conformance-report
+	$(BIN)/toolwire check $(CHECK_IMPLS) --limit $(CHECK_LIMIT) --report conformance-report; \
+	  status=$$?; cp conformance-report/conformance.md docs/conformance.md; \
+	  if [ -f conformance-report/conformance.png ]; then cp conformance-report/conformance.png docs/; fi; \
+	  exit $$status
 
 clean:
 	rm -rf $(VENV) .venv-bench .pytest_cache .mypy_cache .ruff_cache

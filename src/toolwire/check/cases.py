@@ -240,7 +240,24 @@ class _Builder:
         text = self.fmt.render_output(
             reasoning=reasoning, content=content, calls=calls, prefilled=request.in_reasoning
         )
+        text = self._after_prompt(text, request)
         return text, Expected(list(calls), content or "", reasoning or ""), request
+
+    def _after_prompt(self, text: str, request: Request) -> str:
+        """The output without the markup the prompt already ends with.
+
+        A rendered output may open with a message header that the generation prompt
+        already wrote (gpt-oss: `<|start|>assistant`); a model continues after it.
+        """
+        if not request.prompt_ids:
+            return text
+        prompt = self.tok.decode(request.prompt_ids[-16:])
+        for token in sorted(self.tok.added_tokens, key=len, reverse=True):
+            if token and text.startswith(token) and token in prompt:
+                head = prompt[prompt.rindex(token) :]
+                if text.startswith(head):
+                    return text[len(head) :]
+        return text
 
     # -- groups ----------------------------------------------------------------------
 

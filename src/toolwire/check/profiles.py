@@ -237,7 +237,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "minimax_m2": Profile(
         "derived:minimax_m2", "minimax_m2/MiniMax-M2.jinja", None, ("[e~[",),
-        _v("minimax_m2", "minimax_m2", skip=False), _s("minimax-m2", "minimax-append-think"),
+        _v("minimax_m2", "minimax_m2", skip=False), _s("minimax-m2", "minimax"),
     ),
     "gemma4": Profile(
         "derived:gemma4", "gemma4/google-gemma-4-31B-it.jinja", "enable_thinking",
