@@ -66,6 +66,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         limit=args.limit,
         seed=args.seed,
         cases=args.case or [],
+        jobs=args.jobs,
     )
     results = run_check(options, progress=lambda line: print(line, file=sys.stderr))
     command = _command(args)
@@ -91,6 +92,7 @@ def add_check_parser(sub: Any) -> None:
     p.add_argument("--bfcl", help="folder of BFCL-format files (default: bfcl-eval or data)")
     p.add_argument("--limit", type=int, default=40, help="BFCL entries per category")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="formats run at once (default 1)")
     p.add_argument(
         "--case", action="append", help="only this case id, e.g. bfcl/simple_python_3 (repeatable)"
     )

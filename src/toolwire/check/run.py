@@ -14,6 +14,7 @@ toolwire itself fails a defect property on any case).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,8 @@ class CheckOptions:
     seed: int = 0
     #: Only these case ids (all when empty): to reproduce one cell.
     cases: Sequence[str] = ()
+    #: Formats run at once (their peers' workers are separate processes).
+    jobs: int = 1
     #: format name -> tokenizer, overriding the profiles (a test suite's own cache).
     tokenizer: Callable[[str], Tokenizer] | None = None
 
@@ -97,55 +100,77 @@ def run_check(options: CheckOptions, progress: Callable[[str], None] | None = No
     folder = bfcl_folder(options.bfcl, options.data)
     corpus: dict[str, list[BfclCase]] = {c: load_bfcl(folder, c) for c in CATEGORIES}
     out = CheckResults()
-    for name in names:
-        fmt = formats.get(name)
-        prof = profile(name)
-        try:
-            if options.tokenizer is not None:
-                tok = options.tokenizer(name)
-            else:
-                tok = tokenizer_for(prof.tokenizer, options.data)
-        except (UsageError, OSError) as exc:
-            for skipped in options.impls:
-                out.skipped[(skipped, name)] = f"no tokenizer: {exc}"
+    jobs = max(1, options.jobs)
+    # Formats are independent; the peers' work runs in their own processes, so a few
+    # formats at once use the machine better. Results are merged in format order.
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        parts = list(pool.map(lambda name: _format(name, options, corpus, say), names))
+    for part in parts:
+        out.results += part.results
+        out.skipped.update(part.skipped)
+        out.settings.update(part.settings)
+        out.requests.update(part.requests)
+        out.versions.update(part.versions)
+    return out
+
+
+def _format(
+    name: str,
+    options: CheckOptions,
+    corpus: dict[str, list[BfclCase]],
+    say: Callable[[str], None],
+) -> CheckResults:
+    """Every selected implementation on one format's cases."""
+    out = CheckResults()
+    fmt = formats.get(name)
+    prof = profile(name)
+    try:
+        if options.tokenizer is not None:
+            tok = options.tokenizer(name)
+        else:
+            tok = tokenizer_for(prof.tokenizer, options.data)
+    except (UsageError, OSError) as exc:
+        for skipped in options.impls:
+            out.skipped[(skipped, name)] = f"no tokenizer: {exc}"
+        return out
+    prompter = Prompter(fmt, tok, prof, options.data)
+    stops = stop_ids(tok, prof)
+    cases = generate(
+        fmt,
+        tok,
+        corpus,
+        options.groups,
+        limit=options.limit,
+        seed=options.seed,
+        prompter=prompter,
+        stops=stops,
+    )
+    if options.cases:
+        cases = [c for c in cases if c.id in options.cases]
+    for case in cases:
+        check_stops(case, stops)
+    out.requests[name] = _requests(prof.template, prof.thinking, prompter, tok, stops)
+    markers = [*tok.added_tokens, *fmt.delimiters]
+    target = impls.Target(fmt, tok, prof, options.data, prompter.template)
+    for impl_name in options.impls:
+        impl = impls.IMPLS[impl_name]
+        why = impl.supports(target)
+        if why is not None:
+            out.skipped[(impl_name, name)] = why
             continue
-        prompter = Prompter(fmt, tok, prof, options.data)
-        stops = stop_ids(tok, prof)
-        cases = generate(
-            fmt,
-            tok,
-            corpus,
-            options.groups,
-            limit=options.limit,
-            seed=options.seed,
-            prompter=prompter,
-            stops=stops,
-        )
-        if options.cases:
-            cases = [c for c in cases if c.id in options.cases]
-        for case in cases:
-            check_stops(case, stops)
-        out.requests[name] = _requests(prof.template, prof.thinking, prompter, tok, stops)
-        markers = [*tok.added_tokens, *fmt.delimiters]
-        target = impls.Target(fmt, tok, prof, options.data, prompter.template)
-        for impl_name in options.impls:
-            impl = impls.IMPLS[impl_name]
-            why = impl.supports(target)
-            if why is not None:
-                out.skipped[(impl_name, name)] = why
-                continue
-            say(f"{impl_name} {name}: {len(cases)} cases")
-            try:
-                ran = impl.run(target, cases)
-            except UsageError as exc:  # a peer that cannot run this format: say why
-                out.skipped[(impl_name, name)] = str(exc).strip().splitlines()[-1][:200]
-                continue
-            out.settings[(impl_name, name)] = ran.settings
-            out.versions.update(ran.versions)
-            for case, runs in zip(cases, ran.outcomes, strict=True):
-                verdicts = judge(case, runs, markers)
-                policy = [policy_outcome(case, o) for o in runs] if case.policy else None
-                out.results.append(CaseResult(impl_name, name, case, verdicts, runs, policy))
+        say(f"{impl_name} {name}: {len(cases)} cases")
+        try:
+            ran = impl.run(target, cases)
+        except UsageError as exc:  # a peer that cannot run this format: say why
+            out.skipped[(impl_name, name)] = str(exc).strip().splitlines()[-1][:200]
+            continue
+        out.settings[(impl_name, name)] = ran.settings
+        out.versions.update(ran.versions)
+        for case, runs in zip(cases, ran.outcomes, strict=True):
+            verdicts = judge(case, runs, markers)
+            policy = [policy_outcome(case, o) for o in runs] if case.policy else None
+            out.results.append(CaseResult(impl_name, name, case, verdicts, runs, policy))
+    say(f"done {name}")
     return out
 
 
