@@ -75,8 +75,10 @@ bench: .venv-bench/.peers-installed
 # Exit status: toolwire's (1 when toolwire fails a defect property), after the copy.
 CHECK_IMPLS := --impl toolwire --impl toolwire-stream --impl vllm --impl sglang
 CHECK_LIMIT ?= 10
+CHECK_JOBS ?= 2
 check: $(VENV)/.test-installed .venv-bench/.peers-installed
-	$(BIN)/toolwire check $(CHECK_IMPLS) --limit $(CHECK_LIMIT) --report conformance-report; \
+	$(BIN)/toolwire check $(CHECK_IMPLS) --limit $(CHECK_LIMIT) --jobs $(CHECK_JOBS) \
+	  --report conformance-report; \
 	  status=$$?; cp conformance-report/conformance.md docs/conformance.md; \
 	  if [ -f conformance-report/conformance.png ]; then cp conformance-report/conformance.png docs/; fi; \
 	  exit $$status

@@ -76,6 +76,17 @@ def test_one_cell_reruns_alone() -> None:
     assert one[0].case.ids == picked.case.ids and one[0].runs == picked.runs
 
 
+def test_the_report_is_deterministic() -> None:
+    """Two runs of the same options write the same Markdown (regeneration is one command)."""
+    options = CheckOptions(
+        data=data_dir(), formats=["hermes", "gpt_oss"], groups=("bfcl", "echo", "fuzz"),
+        limit=1, impls=("toolwire", "toolwire-stream"), tokenizer=tokenizer, jobs=2,
+    )  # fmt: skip
+    first = markdown(run_check(options))
+    assert first == markdown(run_check(replace(options, jobs=1)))
+    assert first.index("| toolwire | hermes |") < first.index("| toolwire | gpt_oss |")
+
+
 def test_chunking_sweep() -> None:
     options = CheckOptions(
         data=data_dir(), formats=["qwen3_coder"], groups=("chunking",), limit=1,

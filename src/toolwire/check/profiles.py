@@ -104,6 +104,8 @@ _SGL = "sglang/srt/entrypoints/openai/serving_chat.py"
 
 #: The steps of vLLM's server that the worker follows (see the module docstring).
 VLLM_DRIVING: tuple[Cite, ...] = (
+    Cite("vllm/tokenizers/hf.py", 226, "return get_cached_tokenizer(tokenizer)",
+         "the tokenizer the parsers get is get_cached_tokenizer's wrapper"),
     Cite(f"{_VLLM}/serving.py", 166, "self.parser_cls = ParserManager.get_parser",
          "one parser class from the tool and reasoning parser names"),
     Cite(f"{_VLLM}/serving.py", 220, "chat_template_kwargs=chat_template_kwargs,",
@@ -168,7 +170,7 @@ SGLANG_DRIVING: tuple[Cite, ...] = (
 
 # -- where each parser's skip_special_tokens comes from ---------------------------------
 
-_V_DEFAULT = VLLM_DRIVING[5]
+_V_DEFAULT = VLLM_DRIVING[6]
 _V_HERMES = Cite("vllm/tool_parsers/hermes_tool_parser.py", 67,
                  "request.skip_special_tokens = False", "hermes adjust_request")  # fmt: skip
 _V_ENGINE = Cite(

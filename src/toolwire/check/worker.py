@@ -472,7 +472,10 @@ def versions() -> dict[str, str]:
 def make_runner(job: dict[str, Any], tokenizer: Any) -> Any:
     if job["impl"] == "sglang":
         return SglangRunner(job["spec"], tokenizer, template=job.get("template"))
-    return VllmRunner(job["spec"], tokenizer)
+    # vllm/tokenizers/hf.py: the server's tokenizer is wrapped by get_cached_tokenizer
+    # (vocabulary and special ids computed once, not per parser).
+    cached = import_module("vllm.tokenizers.hf").get_cached_tokenizer
+    return VllmRunner(job["spec"], cached(tokenizer))
 
 
 def probe(job: dict[str, Any]) -> dict[str, Any]:
