@@ -106,6 +106,19 @@ def test_peers_explain_their_venv(
     assert "make .venv-bench" in capsys.readouterr().err
 
 
+def test_a_peer_that_does_not_answer_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker past $TOOLWIRE_CHECK_TIMEOUT is stopped and named, not waited for."""
+    slow = tmp_path / "python"
+    slow.write_text("#!/bin/sh\nexec sleep 30\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("TOOLWIRE_PEERS_PYTHON", str(slow))
+    monkeypatch.setenv("TOOLWIRE_CHECK_TIMEOUT", "0.5")
+    with pytest.raises(UsageError, match="gave no answer within"):
+        call_worker({"cases": []}, "sglang")
+
+
 # -- stop tokens --------------------------------------------------------------------------
 
 

@@ -203,6 +203,11 @@ def how_to_make(impl: str) -> str:
     return _HOW.format(impl=impl, where=where)
 
 
+def worker_timeout() -> float:
+    """Seconds one worker job may take: $TOOLWIRE_CHECK_TIMEOUT, else 1200."""
+    return float(os.environ.get("TOOLWIRE_CHECK_TIMEOUT") or 1200)
+
+
 def call_worker(job: dict[str, Any], impl: str) -> dict[str, Any]:
     """Run one job in the peers' venv; `UsageError` explains how to make it if missing."""
     python = peer_python()
@@ -211,12 +216,19 @@ def call_worker(job: dict[str, Any], impl: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="toolwire-peer-") as tmp:
         job_path, answer_path = Path(tmp) / "job.json", Path(tmp) / "answer.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")
-        done = subprocess.run(
-            [str(python), "-m", "toolwire.check.worker", str(job_path), str(answer_path)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        try:
+            done = subprocess.run(
+                [str(python), "-m", "toolwire.check.worker", str(job_path), str(answer_path)],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=worker_timeout(),
+            )
+        except subprocess.TimeoutExpired:
+            raise UsageError(
+                f"the {impl} worker gave no answer within {worker_timeout():.0f} s "
+                "($TOOLWIRE_CHECK_TIMEOUT); a parser that does not return is a finding"
+            ) from None
         if done.returncode != 0 or not answer_path.is_file():
             tail = "\n".join(done.stderr.strip().splitlines()[-15:])
             raise UsageError(f"the {impl} worker failed ({python}):\n{tail}")
