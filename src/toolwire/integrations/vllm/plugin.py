@@ -153,8 +153,11 @@ class ToolwireToolParser(ToolParser):  # type: ignore[misc]
         choice = openai_tool_choice(getattr(request, "tool_choice", None))
         if not tools or choice == "none":
             return request
-        existing = getattr(request, "structured_outputs", None)
-        if choice == "auto" and existing is not None:
+        response_format = getattr(request, "response_format", None)
+        if getattr(response_format, "type", None) == "text":
+            response_format = None
+        own = getattr(request, "structured_outputs", None) or response_format
+        if choice == "auto" and own is not None:
             return request  # the client's own constraint wins where calls are optional
         parallel = getattr(request, "parallel_tool_calls", True) is not False
         result = structural_tag_for(self.format, self.toolwire_tokenizer, tools, choice, parallel)
