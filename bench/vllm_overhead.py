@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.conftest import data_dir
+from tests.conftest import ROOT, data_dir
 from tests.tiny_qwen3 import build
-from tests.vllm_rig import SERVED, VllmServer
+from tests.vllm_rig import SERVED, VllmServer, free_port
 
 from toolwire import load_tokenizer, render_prompt
 from toolwire.backends.base import Generation
