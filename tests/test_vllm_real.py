@@ -124,7 +124,9 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             tokenizer=load_tokenizer(model_dir),
             format="qwen3",
         )
-        app = create_app(engine, Limits(default_max_tokens=256))
+        # Bodies nested deeper than the default 64 levels pass, so that a schema vLLM
+        # refuses reaches it (test_front_tag_rejected_by_vllm_falls_back).
+        app = create_app(engine, Limits(default_max_tokens=256, max_nesting=200))
         with running(app) as url:
             yield Rig(
                 server,
@@ -326,8 +328,8 @@ def _deep_tool() -> dict[str, Any]:
 
 @pytest.mark.parametrize("choice", ["auto", "required"])
 def test_front_tag_rejected_by_vllm_falls_back(rig: Rig, choice: str) -> None:
-    """The request still succeeds, with the relaxed tag (required) or none (auto),
-    and the fallback is counted."""
+    """With `--max-nesting` raised, the schema reaches vLLM, which refuses its tag: the
+    request still succeeds, with the relaxed tag (required) or none (auto), counted."""
     tool = _deep_tool()
     before = _metrics(rig.front_url)
     out = ask(rig.front, FRONT, False, tools=[tool], tool_choice=choice, seed=1, max_tokens=40)
