@@ -12,7 +12,8 @@ as their servers drive them. Each case is judged on the defect properties in
 
 Modules, in data-flow order: `corpus` (BFCL) -> `vocab`/`profiles`/`prompts`
 (tokenizer, peers' settings, requests and stop tokens per format) -> `cases` +
-`sweeps` -> `impls` (+ `worker`) -> `properties` -> `run` -> `report` (+ `chart`).
+`sweeps` -> `impls` (+ `worker`; `vllm_plugin` registers `vllm+toolwire`) ->
+`properties` -> `run` -> `report` (+ `chart`).
 """
 
 from __future__ import annotations

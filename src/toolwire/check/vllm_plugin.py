@@ -9,7 +9,8 @@ detokenization, `ChatStreamProcessor.step` per delta, `parser.parse(...,
 model_output_token_ids=ids)` for the whole output). The only difference: the worker
 registers the plugin first and asks `ParserManager` for `toolwire_<format>` with no
 reasoning parser (the plugin owns reasoning). Every format toolwire ships has a plugin
-parser, so this row covers every format; it should equal the `toolwire` row.
+parser, so this row covers every format whose tokenizer the worker loads (not mistral's
+mistral-common one); it should equal the `toolwire` row.
 """
 
 from __future__ import annotations
