@@ -95,3 +95,60 @@ def tokenizer(fmt: str) -> Tokenizer:
         return TOKENIZERS[fmt]()
     except KeyError:
         raise AssertionError(f"format {fmt!r} has no test tokenizer in tests/cases.py") from None
+
+
+# -- outputs no renderer writes: text inside sections, prose around calls ------------
+
+#: Text, whitespace runs and (in `junk`) a stray delimiter, placed between a section's
+#: opening and its first call, between calls, and before its close (or, for formats
+#: without a section, around the calls in content).
+AROUND = ("\n  alpha\nbeta  ", " gamma", "\n delta\n")
+#: Prose after a call, as models write it (the separator before it is the point).
+AFTER = "Meanwhile, more."
+#: What the body of a call that did not end must hold to be returned at a stop.
+INCOMPLETE_CALL = ("get_weather", {"days": 3})  # `city` is required
+
+
+def section(fmt: Any) -> tuple[str, str]:
+    """The format's section delimiters, or ("", "")."""
+    return fmt.section if fmt.section is not None else ("", "")
+
+
+def block(fmt: Any, call: tuple[str, dict[str, Any]]) -> str:
+    """One call as the format writes it, without its section and surrounding space."""
+    opener, closer = section(fmt)
+    text = fmt.render([call])
+    if opener:
+        assert text.startswith(opener) and text.endswith(closer)
+        text = text[len(opener) : len(text) - len(closer)]
+    return text.strip()
+
+
+def mark(fmt: Any) -> str:
+    """An inner mark of the format's calls (text outside a call body), or ""."""
+    marks = (*fmt.marks, *(fmt.header.marks if fmt.header is not None else ()))
+    return marks[0] if marks else ""
+
+
+#: Where a body's own end stands before the call's closing delimiter (tagged formats):
+#: an unfinished body lacks both.
+BODY_END = {"qwen3_coder": "</function>", "minimax_m2": "</invoke>"}
+
+
+NULLABLE_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "annotate",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "note": {"type": ["string", "null"]},
+                "label": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "count": {"type": ["integer", "null"]},
+                "title": {"type": "string"},
+            },
+            "required": ["note"],
+        },
+    },
+}
+TOOLS.append(NULLABLE_TOOL)

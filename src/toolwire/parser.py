@@ -70,25 +70,46 @@ from toolwire.tools import Tools
 __all__ = ["Parser", "parse"]
 
 
-class _Run:
-    """A run of content or reasoning text; whitespace at its edges is markup."""
+_Snapshot = tuple[bool, str, bool, str, str]
 
-    __slots__ = ("kind", "pending", "started")
+#: What joins two runs of one kind separated only by structure, where the model
+#: wrote no whitespace between them.
+SEPARATOR = "\n"
+
+
+class _Run:
+    """A run of content or reasoning text; whitespace at its edges is markup.
+
+    Two runs of one kind that only structure separates keep one separator: the
+    whitespace written right after the earlier run's text, else the whitespace right
+    before the later run's text, else a newline (`SEPARATOR`).
+    """
+
+    __slots__ = ("kind", "lead", "pending", "spoke", "started", "trail")
 
     def __init__(self, kind: type[Content] | type[Reasoning]) -> None:
         self.kind = kind
         self.started = False  # non-whitespace text seen since the last boundary
         self.pending = ""  # trailing whitespace, emitted only if more text follows
+        self.spoke = False  # this run's kind emitted text earlier in the output
+        self.trail = ""  # whitespace dropped after the last text, at its boundary
+        self.lead = ""  # whitespace dropped since the last boundary, before any text
 
     def add(self, text: str, out: list[Event]) -> None:
         if self.started and not self.pending and text and not text[-1].isspace():
             out.append(self.kind(text))  # the common case: text inside a run
             return
         if not self.started:
-            text = text.lstrip()
-            if not text:
+            body = text.lstrip()
+            if not body:
+                self.lead += text
                 return
-            self.started = True
+            if self.spoke:  # only structure stands between this text and the last
+                lead = self.lead + text[: len(text) - len(body)]
+                body = (self.trail or lead or SEPARATOR) + body
+            self.started = self.spoke = True
+            self.trail = self.lead = ""
+            text = body
         body = text.rstrip()
         if not body:
             self.pending += text
@@ -96,15 +117,34 @@ class _Run:
         out.append(self.kind(self.pending + body))
         self.pending = text[len(body) :]
 
-    def boundary(self) -> tuple[bool, str]:
+    def boundary(self) -> _Snapshot:
         """Structure begins: the run ends. Returns what `resume` needs to undo that."""
-        snapshot = (self.started, self.pending)
-        self.pending, self.started = "", False
+        snapshot = (self.started, self.pending, self.spoke, self.trail, self.lead)
+        if self.started:
+            self.trail = self.pending
+        self.pending, self.started, self.lead = "", False, ""
         return snapshot
 
-    def resume(self, snapshot: tuple[bool, str]) -> None:
+    def resume(self, snapshot: _Snapshot) -> None:
         """The structure turned out to be text: the run goes on as if never ended."""
-        self.started, self.pending = snapshot
+        self.started, self.pending, self.spoke, self.trail, self.lead = snapshot
+
+
+class _Section:
+    """Payload of an open section: held until a call of it is returned or it ends."""
+
+    __slots__ = ("before", "held", "opener", "resume", "structural")
+
+    def __init__(self, opener: str, resume: State, before: _Snapshot) -> None:
+        self.opener = opener  # the opener's literal text, for release as content
+        self.resume = resume  # the state to return to if the section is released
+        self.before = before  # the interrupted run's state, restored on release
+        #: Literal text inside the section, with True for a delimiter that is markup
+        #: once the section is structure (a mark, such as `<｜tool▁sep｜>`, is text).
+        self.held: list[tuple[str, bool]] = []
+        #: A call of it was returned (or consumed, with tool_choice "none"): the
+        #: section is markup, and text inside it is content.
+        self.structural = False
 
 
 class _Call:
@@ -127,7 +167,7 @@ class _Call:
         syntax: CallSyntax,
         opener: str,
         resume: State,
-        before: tuple[bool, str],
+        before: _Snapshot,
         provisional: bool,
     ) -> None:
         self.syntax = syntax
@@ -194,15 +234,14 @@ class Parser:
         self._reasoning = _Run(Reasoning)
         self._call: _Call | None = None
         self._calls = 0
-        self._in_section = False
-        self._space = ""  # whitespace in a section, kept only if stray text follows
-        self._opener = ""  # the open section's opener, while nothing of it is decided
-        self._opener_released = False
+        self._section: _Section | None = None
+        self._cut = False  # finish(reason="length"): the output was cut off
         self._finished = False
         self._to_literal: Mapping[int, str] = {}
         self._id_forms: Mapping[int, str] = {}
         self._fast: frozenset[State] = frozenset()
         self._header: list[str] = []  # payload of HEADER: the header's text so far
+        self._header_before: _Snapshot | None = None  # content's state when it began
         self._line = True  # an anchored call may begin here (Format.anchor)
         self._plain_texts: Mapping[int, str] | None = None
 
@@ -278,10 +317,20 @@ class Parser:
         self._run(text, out)
         return out
 
-    def finish(self) -> list[Event]:
-        """End of output: resolve what is held and return the last events."""
+    def finish(self, reason: str | None = None) -> list[Event]:
+        """End of output: resolve what is held and return the last events.
+
+        `reason` says why the output ended: "stop" (a stop id or stop string: the model
+        ended it), "length" (the token limit, or anything else that cut it off), or
+        None when unknown (treated as "stop"). A call whose body did not end is never
+        returned after "length" (held mode); after a stop, only when its arguments are
+        complete for the declared schema.
+        """
         if self._finished:
             raise UsageError("finish() was already called")
+        if reason not in (None, "stop", "length"):
+            raise UsageError(f"finish(reason=...) must be 'stop', 'length' or None, got {reason!r}")
+        self._cut = reason == "length"
         self._start(self._mode or "text")
         self._finished = True
         out: list[Event] = []
@@ -295,6 +344,9 @@ class Parser:
             start = self._route(held, start, len(held), out)
         if self._call is not None:
             self._end_call(out, closed=False)
+        section, self._section = self._section, None
+        if section is not None and not section.structural:
+            self._release_section(section, "", out)
         if self._state is State.HEADER and self.strict:  # non-strict: the header is markup
             text = self._literal_text("".join(self._header))
             raise MalformedOutput("the output ended inside a message header", text=text)
@@ -313,7 +365,9 @@ class Parser:
             raise UsageError("do not mix feed() and feed_text() on one parser")
         self._mode = mode
         t = tables(self.format, self.tokenizer, mode)
-        self._id_forms, self._to_literal, self._stray = t.id_forms, t.to_literal, t.stray
+        self._id_forms, self._to_literal = t.id_forms, t.to_literal
+        header_marks = self.format.header.marks if self.format.header else ()
+        self._marks = frozenset(t.forms[m] for m in (*self.format.marks, *header_marks))
         self._r_opens, self._r_closes = t.r_opens, t.r_closes
         self._s_open, self._s_close = t.s_open, t.s_close
         self._c_open, self._c_close = t.c_open, t.c_close
@@ -353,20 +407,13 @@ class Parser:
         if state is State.CONTENT:
             if self.format.anchor is not None:
                 return self._anchored(buf, start, end, out)
-            self._content.add(buf[start:end].translate(self._stray), out)
+            self._content.add(self._literal_text(buf[start:end]), out)
         elif state is State.HEADER:
             self._header.append(buf[start:end])
         elif state is State.REASONING:
-            self._reasoning.add(buf[start:end].translate(self._stray), out)
+            self._reasoning.add(self._literal_text(buf[start:end]), out)
         elif state is State.SECTION:
-            text = buf[start:end]
-            if text.strip():  # stray text between calls is content, not lost
-                text, self._space = self._space + text, ""
-                self._content.add(self._release_opener(self._literal_text(text)), out)
-            elif self._opener:  # held until stray text releases the opener with it
-                self._space += text
-            else:  # the content run keeps it only if more text follows
-                self._content.add(text, out)
+            self._section_text(buf[start:end], out, markup=False)
         else:
             call = self._call
             assert call is not None
@@ -401,14 +448,13 @@ class Parser:
                 self._line = first == end
             newline = buf.find("\n", pos, end)
             stop = end if newline < 0 else newline + 1
-            self._content.add(buf[pos:stop].translate(self._stray), out)
+            self._content.add(self._literal_text(buf[pos:stop]), out)
             self._line = self._line or newline >= 0
             pos = stop
         return end
 
     def _delimiter(self, form: str, out: list[Event]) -> None:
         state = self._state
-        self._space = ""  # whitespace held in a section ends next to structure: markup
         if state is State.HEADER:
             if form == self._h_close:
                 self._enter_body(form, out)
@@ -424,6 +470,11 @@ class Parser:
             if form == self._c_close:
                 call.raw.append(form)
                 self._end_call(out, closed=True)
+            elif form == self._s_close and self._section is None:
+                # It closes nothing: text of the body (released with it, if it is).
+                stop = self._route(form, 0, len(form), out)
+                if stop < len(form):
+                    self._run(form[stop:], out)
             else:  # a new call (or the section) begins: the open body ends here
                 self._end_call(out, closed=form != self._c_open)
                 self._delimiter(form, out)
@@ -431,7 +482,8 @@ class Parser:
         if form == self._c_open:
             self._open_call(form, out)
         elif form in self._h_opens:
-            self._run_of(state).boundary()
+            before = self._run_of(state).boundary()
+            self._header_before = before if state is State.CONTENT else None
             self._header = [form]
             self._state = State.HEADER
         elif form in self._h_ends:  # a message body ends
@@ -440,27 +492,62 @@ class Parser:
         elif form in self._after:
             self._content.boundary()
             self._line = True
+        elif state is State.SECTION:
+            section = self._section
+            assert section is not None
+            if form != self._s_close:  # a stray delimiter inside the section
+                self._section_text(form, out, markup=form not in self._marks)
+            else:
+                self._section = None
+                if section.structural:  # its delimiters are markup
+                    self._content.boundary()
+                    self._state = State.CONTENT
+                else:
+                    self._release_section(section, self._literal_text(form), out)
         elif form == self._s_open and form:
-            if state is not State.SECTION:
-                self._run_of(state).boundary()
-                self._opener, self._opener_released = self._literal_text(form), False
-            self._in_section = True
+            before = self._run_of(state).boundary()
+            self._section = _Section(self._literal_text(form), state, before)
             self._state = State.SECTION
-        elif form == self._s_close and form:
-            if state is State.SECTION:
-                self._in_section = False
-                self._state = State.CONTENT
-                if self._opener_released:  # the opener went out as text: so does this
-                    self._content.add(self._literal_text(form), out)
-                self._opener, self._opener_released = "", False
-        elif form in self._r_opens:
-            if state is State.CONTENT:
-                self._content.boundary()
-                self._state = State.REASONING
+        elif form in self._r_opens and state is State.CONTENT:
+            self._content.boundary()
+            self._state = State.REASONING
         elif form in self._r_closes and state is State.REASONING:
             self._reasoning.boundary()
             self._state = State.CONTENT
+        elif form in self._marks:  # a call's inner mark outside a call body is text
+            self._run_of(state).add(self._literal_text(form), out)
         # any other delimiter here (a stray closing one) is consumed markup
+
+    def _section_text(self, text: str, out: list[Event], *, markup: bool) -> None:
+        """Text inside a section (`markup`: a stray delimiter that is not a mark)."""
+        section = self._section
+        assert section is not None
+        literal = self._literal_text(text)
+        if not section.structural:
+            section.held.append((literal, markup))
+        elif not markup:
+            self._content.add(literal, out)
+
+    def _structural(self, out: list[Event]) -> None:
+        """A call of the open section is returned: the section is structure, and the
+        text it held so far is content (its delimiters are markup)."""
+        section = self._section
+        if section is None or section.structural:
+            return
+        section.structural = True
+        content = self._content
+        for text, markup in section.held:
+            if not markup:
+                content.add(text, out)
+        section.held.clear()
+        content.boundary()
+
+    def _release_section(self, section: _Section, closer: str, out: list[Event]) -> None:
+        """A section that returned no call is content, every character of it."""
+        self._state = section.resume
+        run = self._run_of(section.resume)
+        run.resume(section.before)
+        run.add(section.opener + "".join(text for text, _ in section.held) + closer, out)
 
     def _run_of(self, state: State) -> _Run:
         return self._reasoning if state is State.REASONING else self._content
@@ -474,12 +561,20 @@ class Parser:
         route = header.route(self._literal_text(text))
         self._state = State.REASONING if route.kind == "reasoning" else State.CONTENT
         if route.kind == "call":
-            self._open_call(text, out, name=route.name)
+            # Released, the call goes back where its header began (content's state then).
+            self._open_call(text, out, name=route.name, before=self._header_before)
 
-    def _open_call(self, form: str, out: list[Event], name: str | None = None) -> None:
+    def _open_call(
+        self,
+        form: str,
+        out: list[Event],
+        name: str | None = None,
+        before: _Snapshot | None = None,
+    ) -> None:
         resume = self._state
-        before = self._run_of(resume).boundary() if resume is not State.SECTION else (False, "")
-        provisional = self.format.section is not None and not self._in_section
+        interrupted = self._run_of(resume).boundary()
+        before = interrupted if before is None else before
+        provisional = self.format.section is not None and self._section is None
         context = self._context if name is None else replace(self._context, name=name)
         syntax = self.format.syntax(context)
         self._call = _Call(syntax, form, resume, before, provisional)
@@ -501,7 +596,7 @@ class Parser:
             call.begun = True
             call.index = self._calls
             self._calls += 1
-            self._opener = ""
+            self._structural(out)
             out.append(ToolCallBegin(call.index, self._id_for(call), name))
         fragment = call.syntax.arguments()
         if fragment:
@@ -521,7 +616,7 @@ class Parser:
         call = self._call
         assert call is not None
         self._call = None
-        self._state = State.SECTION if self._in_section else State.CONTENT
+        self._state = State.SECTION if self._section is not None else State.CONTENT
         self._line = True
         self._settle(call, out, closed)
         # `Chained` syntaxes say whether another body follows (getattr: a runtime
@@ -531,8 +626,9 @@ class Parser:
 
     def _settle(self, call: _Call, out: list[Event], closed: bool) -> None:
         if self.tools.choice == "none":
+            self._structural(out)
             return  # tool markup is consumed: no call, and nothing of it in content
-        reason = self._verdict(call, closed)
+        reason, arguments = self._verdict(call, closed)
         if call.begun:  # streaming: the call stays a call, complete or not (`valid` says)
             fragment = "" if reason else call.syntax.arguments()
             if fragment:
@@ -545,10 +641,12 @@ class Parser:
             text = self._literal_text("".join(call.raw))
             if self.strict:
                 raise MalformedOutput(reason, text=text)
+            section = self._section
+            if call.resume is State.SECTION and section is not None and not section.structural:
+                section.held.append((text, False))  # decided with its section
+                return
             if call.resume is not State.SECTION:
                 self._state = call.resume
-            else:
-                text = self._release_opener(text)
             run = self._run_of(self._state)
             run.resume(call.before)
             run.add(text, out)
@@ -556,44 +654,48 @@ class Parser:
             return
         name = call.syntax.name
         assert name is not None
+        self._structural(out)
         call.index = self._calls
         self._calls += 1
-        self._opener = ""  # a call came of the section: its delimiters are markup
         out.append(ToolCallBegin(call.index, self._id_for(call), name))
-        arguments = call.syntax.arguments()
         if arguments:
             out.append(ToolCallArguments(call.index, arguments))
         out.append(ToolCallEnd(call.index))
 
-    def _release_opener(self, text: str) -> str:
-        """Text of a section released before any call of it was returned: the section's
-        opener goes out with it (and its closer will), so that no character is lost."""
-        opener, self._opener = self._opener, ""
-        self._opener_released = self._opener_released or bool(opener)
-        return opener + text
+    def _verdict(self, call: _Call, closed: bool) -> tuple[str, str]:
+        """Why this call cannot be returned ('' when it can), and, for a call not yet
+        begun, its whole arguments text.
 
-    def _verdict(self, call: _Call, closed: bool) -> str:
-        """Why this call cannot be returned, or '' when it can."""
+        A body that did not end (its closing delimiter, or a self-ending body's own end,
+        never came) is a call only when the output stopped by itself and its arguments
+        are complete for the schema; never when the output was cut off (`finish`)."""
         syntax = call.syntax
         if call.body:
             syntax.feed("".join(call.body))
             call.body.clear()
         try:
-            if call.provisional and not closed:
+            if not closed and call.provisional:
                 raise Reject("the call was cut off before its closing delimiter")
+            if not closed and self._cut and not call.begun:
+                raise Reject("the output was cut off by the length limit inside the call")
             syntax.close()
         except Reject as exc:
-            return str(exc) or "malformed tool call"
+            return str(exc) or "malformed tool call", ""
         name = syntax.name
         if name is None:
-            return "the call names no tool"
+            return "the call names no tool", ""
         if call.begun:
-            return ""
+            return "", ""
         if not self.tools.accepts(name):
-            return f"tool {name!r} is not declared"
+            return f"tool {name!r} is not declared", ""
         if not self.tools.parallel and self._calls > 0:
-            return "parallel_tool_calls is false and a call was already made"
-        return ""
+            return "parallel_tool_calls is false and a call was already made", ""
+        arguments = syntax.arguments()
+        if not closed:
+            missing = self.tools.incomplete(name, arguments)
+            if missing:
+                return f"the call did not end and {missing}", ""
+        return "", arguments
 
     def _literal_text(self, text: str) -> str:
         """Structural text back to what the model's output said."""

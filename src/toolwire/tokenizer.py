@@ -111,24 +111,50 @@ class _TableDetokenizer:
 
 
 class _StreamDetokenizer:
-    """Any other vocabulary: `tokenizers`' own DecodeStream (special tokens kept)."""
+    """Any other vocabulary: `tokenizers`' own DecodeStream (special tokens kept).
 
-    __slots__ = ("_backend", "_size", "_stream", "pending")
+    DecodeStream returns nothing while the ids it holds end inside a character, and
+    has no end of stream: `flush` decodes what it still holds, as `Tokenizer.decode`
+    would (an incomplete character as U+FFFD), and starts a fresh stream that carries
+    on from the last id that gave text (so a word after it keeps its leading space).
+    """
+
+    __slots__ = ("_backend", "_last", "_size", "_stream", "_unsaid", "pending")
 
     def __init__(self, backend: _Backend) -> None:
         self._backend = backend
         self._size = int(backend.get_vocab_size(with_added_tokens=True))
         self._stream = DecodeStream(skip_special_tokens=False)
+        self._last: list[int] = []  # the last id that gave text
+        self._unsaid: list[int] = []  # ids stepped since then
         self.pending = True  # DecodeStream keeps its own context: no table shortcut
 
     def step(self, token_id: int) -> str:
         if not 0 <= token_id < self._size:  # no text, as with the byte table
             return ""
         out = self._stream.step(self._backend, token_id)
-        return out or ""
+        if out:
+            self._last, self._unsaid = [token_id], []
+            return str(out)
+        self._unsaid.append(token_id)
+        return ""
 
     def flush(self) -> str:
-        return ""
+        if not self._unsaid:
+            return ""
+        unsaid, self._unsaid = self._unsaid, []
+        decode = self._backend.decode
+        before = decode(self._last, skip_special_tokens=False)
+        after = decode(self._last + unsaid, skip_special_tokens=False)
+        text = (
+            after[len(before) :]
+            if after.startswith(before)
+            else decode(unsaid, skip_special_tokens=False)
+        )
+        self._stream = DecodeStream(skip_special_tokens=False)
+        for token_id in self._last:  # context for the next id's spacing; its text is said
+            self._stream.step(self._backend, token_id)
+        return text
 
 
 class Tokenizer:

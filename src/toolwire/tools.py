@@ -1,12 +1,15 @@
 """Declared tools and `tool_choice`, from the OpenAI request shapes.
 
-`Tools` answers the two questions the parser asks about a call: is this name a call
-it may return, and what JSON type does the schema give this parameter (formats whose
-arguments are text, such as XML parameters, type their values by it).
+`Tools` answers the questions the parser asks about a call: is this name a call it
+may return; what JSON type does the schema give this parameter, and may it be null
+(formats whose arguments are text, such as XML parameters, type their values by it);
+and are a call's arguments complete for its schema (asked of a call whose body did not
+end: every required parameter present, every present one of its declared type).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +17,7 @@ from typing import Any
 from toolwire.errors import UsageError
 from toolwire.nesting import MAX_DEPTH
 
-__all__ = ["Tools", "tool_function"]
+__all__ = ["Tools", "fits", "schema_nullable", "tool_function"]
 
 #: JSON Schema type names, plus the BFCL spellings that stand for them.
 _TYPE_ALIASES = {
@@ -71,6 +74,68 @@ def schema_type(schema: Any, depth: int = 0) -> str | None:
     if "properties" in schema:
         return "object"
     return None
+
+
+def schema_nullable(schema: Any) -> bool:
+    """True when the schema allows null (`"type": [..., "null"]`, an anyOf/oneOf option
+    of type null, `"nullable": true`, or a null in its enum)."""
+    if not isinstance(schema, Mapping):
+        return False
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if schema.get("nullable") is True:
+        return True
+    enum = schema.get("enum")
+    if isinstance(enum, list) and None in enum:
+        return True
+    return any(
+        isinstance(options, list) and any(schema_nullable(o) for o in options)
+        for options in (schema.get("anyOf"), schema.get("oneOf"))
+    )
+
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def fits(schema: Any, value: Any) -> bool:
+    """True when `value` (decoded JSON) has a JSON type the schema allows (types, enum
+    and anyOf/oneOf options; nested schemas are not checked)."""
+    if not isinstance(schema, Mapping):
+        return True
+    if value is None and schema_nullable(schema):
+        return True
+    enum = schema.get("enum")
+    if isinstance(enum, list) and value not in enum:
+        return False
+    options = [o for key in ("anyOf", "oneOf") for o in (schema.get(key) or [])]
+    if options and not any(fits(o, value) for o in options):
+        return False
+    kinds = schema.get("type")
+    names = kinds if isinstance(kinds, list) else [kinds] if isinstance(kinds, str) else []
+    if not names:
+        return True
+    for name in names:
+        kind = _TYPE_ALIASES.get(name, name)
+        if kind == "null" and value is None:
+            return True
+        wanted = _PYTHON_TYPES.get(kind)
+        if wanted is None:
+            return kind == "any"
+        if isinstance(value, bool) and kind != "boolean":
+            continue
+        if isinstance(value, wanted):
+            if kind == "integer" and isinstance(value, float):
+                continue
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -132,3 +197,34 @@ class Tools:
         if not isinstance(props, Mapping):
             return None
         return schema_type(props.get(parameter))
+
+    def parameter_nullable(self, tool: str, parameter: str) -> bool:
+        """True when the schema of `tool` allows `parameter` to be null."""
+        props = (self.schemas.get(tool) or {}).get("properties")
+        if not isinstance(props, Mapping):
+            return False
+        return schema_nullable(props.get(parameter))
+
+    def incomplete(self, tool: str, arguments: str) -> str:
+        """Why `arguments` (JSON text) are not complete for the schema of `tool`, or ''.
+
+        Complete: a JSON object holding every required parameter, each present one of
+        a type its schema allows. A tool without a schema takes any object."""
+        try:
+            value = json.loads(arguments or "{}")
+        except ValueError:
+            return "its arguments are not JSON"
+        if not isinstance(value, dict):
+            return "its arguments are not an object"
+        schema = self.schemas.get(tool) or {}
+        required = schema.get("required")
+        if isinstance(required, list):
+            missing = [k for k in required if isinstance(k, str) and k not in value]
+            if missing:
+                return f"it lacks the required parameter {missing[0]!r}"
+        props = schema.get("properties")
+        if isinstance(props, Mapping):
+            for key, item in value.items():
+                if key in props and not fits(props[key], item):
+                    return f"its parameter {key!r} does not fit the schema"
+        return ""

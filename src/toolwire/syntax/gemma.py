@@ -209,6 +209,8 @@ class GemmaCall:
         kind = None
         if len(self._stack) == 1 and self.name is not None:
             kind = self._tools.parameter_type(self.name, self._key)
+            if word in ("null", "None") and self._tools.parameter_nullable(self.name, self._key):
+                kind = "null"  # a bare null, where the schema allows null
         self._out.append(_scalar(word, kind))
         self._mode = _Mode.AFTER
 

@@ -172,6 +172,8 @@ class PythonicCall:
             return
         assert self.name is not None
         kind = self._tools.parameter_type(self.name, self._key)
+        if source == "None" and self._tools.parameter_nullable(self.name, self._key):
+            kind = "null"  # Python's null, where the schema allows null
         prefix = ", " if self._count else ""
         self._out.append(f'{prefix}"{quote_fragment(self._key)}": {python_literal(source, kind)}')
         self._count += 1

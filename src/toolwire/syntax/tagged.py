@@ -90,6 +90,7 @@ class TaggedParams:
         self._buf = ""
         self._key = ""
         self._kind: str | None = None
+        self._nullable = False  # the schema allows null: a string value is held whole
         self._value: list[str] = []  # buffered raw value (non-string kinds)
         self._started = False  # the current string value emitted its first char
         self._count = 0
@@ -224,13 +225,16 @@ class TaggedParams:
         if not key:
             self._error = "a parameter has no name"
             return
-        if kind is None and self.name is not None:
-            kind = self._tools.parameter_type(self.name, key)
-        self._key, self._kind = key, kind
+        nullable = False
+        if self.name is not None:
+            nullable = self._tools.parameter_nullable(self.name, key)
+            if kind is None:
+                kind = self._tools.parameter_type(self.name, key)
+        self._key, self._kind, self._nullable = key, kind, nullable
         self._value, self._started = [], False
         self._out.append((", " if self._count else "") + quote_fragment_key(key))
         self._count += 1
-        if kind == "string":
+        if kind == "string" and not nullable:
             self._out.append('"')
 
     def _value_text(self) -> bool:
@@ -261,7 +265,7 @@ class TaggedParams:
             self._started = True
         if final and trim and text.endswith("\n"):
             text = text[:-1]
-        if self._kind == "string":
+        if self._kind == "string" and not self._nullable:
             if text:
                 self._out.append(quote_fragment(text))
             if final:
@@ -269,7 +273,7 @@ class TaggedParams:
             return
         self._value.append(text)
         if final:
-            self._out.append(as_json("".join(self._value), self._kind))
+            self._out.append(as_json("".join(self._value), self._kind, self._nullable))
 
 
 def quote_fragment_key(key: str) -> str:

@@ -3,8 +3,9 @@
 XML-parameter formats write every value as raw text. The declared JSON type decides
 what it becomes: a `string` parameter stays a string even when it looks like a
 number; numbers, booleans, objects and arrays are parsed (JSON first, then a Python
-literal, which models often write); `null` is null for any type but string;
-anything that does not parse stays a string.
+literal, which models often write); `null` is null for any type but string, and for
+a string too where the schema allows null (`nullable`); anything that does not parse
+stays a string.
 """
 
 from __future__ import annotations
@@ -46,11 +47,14 @@ def literal(source: str) -> Any:
         return ast.literal_eval(source)
 
 
-def as_json(text: str, kind: str | None) -> str:
-    """The JSON text for a raw value of the given schema type."""
+def as_json(text: str, kind: str | None, nullable: bool = False) -> str:
+    """The JSON text for a raw value of the given schema type (`nullable`: the schema
+    also allows null, so `null` is null whatever the type)."""
+    stripped = text.strip()
+    if nullable and stripped == "null":
+        return "null"
     if kind == "string":
         return json.dumps(text, ensure_ascii=False)
-    stripped = text.strip()
     if stripped == "null" and kind is not None:  # an optional parameter given no value
         return "null"
     if kind in ("integer", "number"):
