@@ -41,7 +41,13 @@ class Vector:
     ids: tuple[int, ...]
     #: expected calls as (name, arguments object); None when any outcome is acceptable
     calls: tuple[tuple[str, dict[str, Any]], ...] | None
+    #: Parser options, and "finish": the reason passed to `finish()`.
     options: tuple[tuple[str, Any], ...] = ()
+    #: The exact content expected in held mode, where it is known.
+    content: str | None = None
+    #: Whether `calls` and `content` hold with stream_arguments too (a call cut off at
+    #: the end of output stays a call when streaming).
+    streamed: bool = True
 
 
 def _ids(tok: Tokenizer, parts: Sequence[tuple[str, bool]]) -> tuple[int, ...]:
@@ -88,7 +94,70 @@ def vectors(name: str) -> tuple[Vector, ...]:
     add("undeclared", undeclared, ())
     whole = _ids(tok, [(fmt.render(cases.CALLS[:1]), True)])
     out.append(Vector("truncated", whole[: len(whole) * 2 // 3], None))
+    out += _structure_vectors(fmt, tok)
     return tuple(out)
+
+
+def _structure_vectors(fmt: formats.Format, tok: Tokenizer) -> list[Vector]:
+    """Outputs no renderer writes: text, whitespace and stray delimiters inside a
+    section (or around calls, for formats without one), prose on both sides of a
+    call, released structure, bodies that never ended, null values."""
+    out: list[Vector] = []
+    opener, closer = cases.section(fmt)
+    anchored = fmt.anchor is not None  # a call may begin only at a line start
+    line = "\n" if anchored else ""
+    mark = cases.mark(fmt)
+    first, second = cases.CALLS[0], cases.CALLS[3]
+    lead, middle, tail = cases.AROUND
+
+    def add(vname: str, text: str, calls: Any, content: str | None, **options: Any) -> None:
+        streamed = options.pop("streamed", True)
+        ids = _ids(tok, [(text, True)])
+        out.append(Vector(vname, ids, calls, tuple(options.items()), content, streamed))
+
+    # 1. Text, whitespace runs, an inner mark (text outside a body) and a stray opener
+    # (markup) between the opening, the calls and the close.
+    text = (
+        opener + lead + "\n" + cases.block(fmt, first) + middle + mark + opener + " \n"
+        + cases.block(fmt, second) + tail + closer
+    )  # fmt: skip
+    expected = "alpha\nbeta  \ngamma" + mark + " \ndelta"
+    add("text inside the section", text, (first, second), expected)
+    # 3. Released structure: every character, in order, delimiters included.
+    if opener:
+        text = f"{cases.CONTENT} {opener}{lead}{mark}{opener}{tail}{closer} after."
+        add("section without a call", text, (), text)
+    undeclared = cases.block(fmt, ("not_declared", {"a": 1, "b": "x y"}))
+    text = f"{cases.CONTENT}\n{opener}\n{undeclared}\n{closer}\nafter."
+    add("section with an undeclared call", text, (), text)
+    # 2. Prose, a call, prose: the two runs keep a separator, written or not.
+    call = opener + cases.block(fmt, first) + closer
+    for after in ("\n", ""):
+        text = cases.CONTENT + line + call + after + cases.AFTER
+        vname = f"prose, call, prose ({after!r})"
+        add(vname, text, (first,), cases.CONTENT + "\n" + cases.AFTER)
+    # 4. A body that never ended: a call at a stop only when complete for the schema;
+    # never when the output was cut off.
+    close = cases.BODY_END.get(fmt.name) or fmt.call[1]
+    if close:
+        for call, complete in ((first, True), (cases.INCOMPLETE_CALL, False)):
+            rendered = fmt.render_output(calls=[call])
+            text = cases.CONTENT + "\n" + rendered[: rendered.rindex(close)]
+            released = text.rstrip()
+            for reason in (None, "stop", "length"):
+                returned = complete and reason != "length"
+                add(
+                    f"unfinished, {'complete' if complete else 'incomplete'}, {reason}",
+                    text,
+                    (call,) if returned else (),
+                    cases.CONTENT if returned else released,
+                    finish=reason,
+                    streamed=returned,
+                )
+    # 5. Null where the schema allows it, in the format's own spelling of null.
+    nulls = ("annotate", {"note": None, "label": None, "count": None, "title": "null"})
+    add("nullable parameters", fmt.render_output(calls=[nulls]), (nulls,), None)
+    return out
 
 
 def _echo_inside(fmt: formats.Format, tok: Tokenizer) -> tuple[tuple[int, ...], str]:
@@ -103,14 +172,16 @@ def _echo_inside(fmt: formats.Format, tok: Tokenizer) -> tuple[tuple[int, ...], 
 
 
 def run(name: str, ids: Sequence[int], cuts: Sequence[int] = (), **options: Any) -> list[Event]:
-    """Feed ids cut at `cuts` (sorted positions); return the merged events."""
+    """Feed ids cut at `cuts` (sorted positions); return the merged events.
+    `finish` is the reason passed to `Parser.finish`."""
+    reason = options.pop("finish", None)
     parser = Parser(name, cases.tokenizer(name), tools=cases.TOOLS, **options)
     events: list[Event] = []
     start = 0
     for cut in [*cuts, len(ids)]:
         events += parser.feed(ids[start:cut])
         start = cut
-    events += parser.finish()
+    events += parser.finish(reason)
     return merge(events)
 
 
@@ -139,11 +210,12 @@ def test_one_id_per_delta_and_every_two_split_match_the_single_chunk(
     case: tuple[str, int], stream: bool
 ) -> None:
     name, index = case
-    ids = vectors(name)[index].ids
-    whole = run(name, ids, stream_arguments=stream)
-    assert run(name, ids, range(1, len(ids)), stream_arguments=stream) == whole
+    vector = vectors(name)[index]
+    ids, options = vector.ids, dict(vector.options, stream_arguments=stream)
+    whole = run(name, ids, **options)
+    assert run(name, ids, range(1, len(ids)), **options) == whole
     for cut in range(len(ids) + 1):
-        assert run(name, ids, [cut], stream_arguments=stream) == whole, cut
+        assert run(name, ids, [cut], **options) == whole, cut
 
 
 @pytest.mark.parametrize("name", FORMATS)
@@ -151,9 +223,9 @@ def test_one_id_per_delta_and_every_two_split_match_the_single_chunk(
 def test_random_partitions_match_the_single_chunk(name: str, data: st.DataObject) -> None:
     vector = data.draw(st.sampled_from(vectors(name)))
     stream = data.draw(st.booleans())
-    ids = vector.ids
+    ids, options = vector.ids, dict(vector.options, stream_arguments=stream)
     cuts = sorted(data.draw(st.sets(st.integers(0, len(ids)), max_size=len(ids))))
-    assert run(name, ids, cuts, stream_arguments=stream) == run(name, ids, stream_arguments=stream)
+    assert run(name, ids, cuts, **options) == run(name, ids, **options)
 
 
 # -- correctness of the vectors ------------------------------------------------------
@@ -164,9 +236,12 @@ def test_random_partitions_match_the_single_chunk(name: str, data: st.DataObject
 def test_vectors_give_the_expected_calls(case: tuple[str, int], stream: bool) -> None:
     name, index = case
     vector = vectors(name)[index]
-    msg = message(name, vector.ids, stream_arguments=stream)
-    if vector.calls is not None and not (stream and vector.name == "truncated"):
+    msg = message(name, vector.ids, stream_arguments=stream, **dict(vector.options))
+    checked = vector.streamed or not stream
+    if vector.calls is not None and checked and not (stream and vector.name == "truncated"):
         _check_calls(msg, vector.calls)
+    if vector.content is not None and checked:
+        assert msg.content == (vector.content or None)
     for call in msg.tool_calls:
         assert call.name in {t["function"]["name"] for t in cases.TOOLS}
 

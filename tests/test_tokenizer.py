@@ -7,8 +7,9 @@ import random
 import pytest
 from tokenizers.decoders import DecodeStream
 
-from tests.conftest import tokenizer_for
-from toolwire import UsageError, load_tokenizer
+from tests import cases
+from tests.conftest import data_dir, tokenizer_for
+from toolwire import Message, Parser, Tokenizer, UsageError, load_tokenizer
 
 FAMILIES = ["qwen3", "deepseek_v3", "deepseek_v4", "gpt_oss", "llama3"]
 
@@ -59,3 +60,57 @@ def test_missing_source_is_a_clear_error(tmp_path: object) -> None:
         load_tokenizer("/nonexistent/tokenizer")
     with pytest.raises(UsageError, match=r"tokenizer\.json"):
         load_tokenizer(str(tmp_path))
+
+
+def _sentencepiece_vocabulary() -> Tokenizer:
+    """Mistral's SentencePiece v7 vocabulary as a `tokenizers` backend, decoded the way
+    Hugging Face decodes SentencePiece (▁ as a space, `<0xNN>` byte fallback): not
+    byte-level, so toolwire detokenizes it through `DecodeStream`."""
+    import sentencepiece
+    from tokenizers import AddedToken, decoders, normalizers
+    from tokenizers import Tokenizer as Backend
+    from tokenizers.models import BPE
+
+    path = data_dir() / "tokenizers" / "mistral" / "mistral_instruct_tokenizer_241114.model.v7"
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    unk = sp.id_to_piece(sp.unk_id())
+    backend = Backend(BPE(vocab=vocab, merges=[], byte_fallback=True, unk_token=unk))
+    backend.normalizer = normalizers.Sequence(
+        [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]
+    )
+    backend.decoder = decoders.Sequence(
+        [
+            decoders.Replace("▁", " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
+    controls = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if sp.is_control(i)]
+    backend.add_special_tokens([AddedToken(c, special=True) for c in controls])
+    tok = Tokenizer(backend, name="mistral-v7-sentencepiece")
+    tok.sp = sp  # type: ignore[attr-defined]
+    return tok
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 100])
+def test_decodestream_vocabularies_flush_an_unfinished_character(chunk: int) -> None:
+    tok = _sentencepiece_vocabulary()
+    assert tok.plain_texts() is None  # not byte-level: the DecodeStream path
+    sp = tok.sp  # type: ignore[attr-defined]
+    ids = sp.encode("Hello café 𝄞")
+    byte_pieces = [i for i in ids if sp.is_byte(i)]
+    assert len(byte_pieces) == 4  # 𝄞 is four byte-fallback ids
+    tool_calls = tok.token_id("[TOOL_CALLS]")
+    assert tool_calls is not None
+    for output in (ids[:-2], [*ids[:-2], tool_calls, *sp.encode("get_time[ARGS]{}")]):
+        parser = Parser("mistral", tok, tools=cases.TOOLS)
+        events = []
+        for start in range(0, len(output), chunk):
+            events += parser.feed(output[start : start + chunk])
+        msg = Message.from_events([*events, *parser.finish()])
+        # What the stream still held at the end (or before the delimiter) is not lost:
+        # the content is what decoding those ids gives, U+FFFD for the cut character.
+        assert msg.content == tok.decode(ids[:-2])
+        assert msg.content.endswith("café \ufffd\ufffd")

@@ -406,12 +406,14 @@ class ChoiceRun:
         self.calls += sum(isinstance(e, ToolCallBegin) for e in out)
         return out
 
-    def _release(self) -> list[Event]:
-        """End of output: what the parser held, through the stop strings."""
+    def _release(self, reason: str) -> list[Event]:
+        """End of output: what the parser held, through the stop strings. `reason` tells
+        the parser why the output ended ("stop", or "length" for anything that cut it
+        off): a call whose body never ended is returned only after a stop."""
         if self._ended:
             return []
         self._ended = True
-        events = self._parser.finish() if not self._stops.stopped else []
+        events = self._parser.finish(reason) if not self._stops.stopped else []
         out = self._events(events)
         out += self._stops.flush()
         return out
@@ -419,7 +421,7 @@ class ChoiceRun:
     def _close(self, engine_reason: str | None) -> list[Event]:
         """End of output: the parser's last events, and the finish reason."""
         stopped = self._stops.stopped  # a stop string matched before the end of output
-        out = self._release()
+        out = self._release("stop" if engine_reason == "stop" else "length")
         # out of tokens is "length", even if a stop string matched in what was released
         self.finish_reason = finish_reason(engine_reason, calls=self.calls, stopped=stopped)
         return out
@@ -431,7 +433,7 @@ class ChoiceRun:
         if error.status != 500:  # a 500 was logged with its traceback by failure()
             log.warning("run ended by an error: %s", error.message)
         try:
-            events = self._release()
+            events = self._release("length")  # the output was cut off
         except Exception as late:  # the parser itself failed: its state is lost
             log.error("releasing held output failed", exc_info=late)
             events = []
