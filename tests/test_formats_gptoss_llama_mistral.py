@@ -196,7 +196,7 @@ def test_harmony_multi_message_output_in_every_header_shape() -> None:
         assert run("gpt_oss", tok, ids, cuts) == whole
     msg = Message.from_events(whole)
     assert msg.reasoning == "Two calls."
-    assert msg.content == "Preamble.Done."
+    assert msg.content == "Preamble.\nDone."  # two messages: a separator between
     assert calls_of(msg) == [WEATHER, ("get_time", {}), ("search", {"query": "x"})]
 
 

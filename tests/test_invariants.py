@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import cases
@@ -30,6 +30,7 @@ from toolwire.events import (
     ToolCallEnd,
     merge,
 )
+from toolwire.lexicon import lexicon
 
 FORMATS = formats.names()
 MODES = [False, True]  # stream_arguments
@@ -485,3 +486,60 @@ def test_a_call_missing_only_its_closing_delimiter_is_still_a_call(name: str) ->
     msg = message(name, tok.encode(text[:cut]))
     _check_calls(msg, [cases.CALLS[0]])
     assert msg.content == cases.CONTENT
+
+
+# -- generated structure: text and stray delimiters inside sections and around calls --
+
+#: Text pieces placed inside a section (or around calls, for formats without one).
+_TEXT = [" ", "\n", "  \n ", "x", "note: a b", "日本"]
+
+
+def _strays(fmt: formats.Format, tok: Tokenizer) -> tuple[list[str], list[str]]:
+    """Delimiters that do not act where the generated test puts them: those that are
+    text there (inner marks; outside a section, a delimiter with no token of its own)
+    and the others (markup outside a section, held text inside one)."""
+    marks = [cases.mark(fmt)] if cases.mark(fmt) else []
+    others = [cases.section(fmt)[0], fmt.call[1] or "", fmt.reasoning[1] if fmt.reasoning else ""]
+    others = [d for d in others if d]
+    if fmt.section is None:
+        plain = lexicon(fmt, tok).plain
+        marks += [d for d in others if d in plain]
+    return marks, [d for d in others if d not in marks]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@settings(max_examples=max(20, settings.default.max_examples // 8))
+@given(data=st.data())
+def test_generated_text_inside_sections_keeps_every_guarantee(
+    name: str, data: st.DataObject
+) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    opener, closer = cases.section(fmt)
+    marks, others = _strays(fmt, tok)
+    piece = st.lists(st.sampled_from(_TEXT + marks + others), max_size=4)
+    pool = [cases.CALLS[0], cases.CALLS[3], ("not_declared", {"a": "x"})]
+    calls = data.draw(st.lists(st.sampled_from(pool), max_size=3))
+    gaps = [data.draw(piece) for _ in range(len(calls) + 1)]
+    line = "\n" if fmt.anchor is not None else ""  # such calls begin at a line start
+    parts: list[tuple[str, str]] = [(opener, "markup")]  # (text, what it becomes)
+    for gap, call in zip(gaps, [*calls, None], strict=True):
+        parts += [(p, "text" if p in _TEXT or p in marks else "stray") for p in gap]
+        if call is not None:
+            declared = call[0] != "not_declared"
+            parts += [(line, "text"), (cases.block(fmt, call), "call" if declared else "text")]
+    parts.append((closer, "markup"))
+    text = "".join(p for p, _ in parts)
+    ids = _ids(tok, [(text, True)])
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(ids)), max_size=len(ids))))
+    for stream in MODES:
+        whole = run(name, ids, stream_arguments=stream)
+        assert run(name, ids, cuts, stream_arguments=stream) == whole
+    msg = Message.from_events(whole if not stream else run(name, ids))
+    returned = [c for c in calls if c[0] != "not_declared"]
+    _check_calls(msg, returned)
+    if opener and not returned:  # released whole: exactly the decoded ids
+        assert msg.content == (tok.decode(list(ids)) or None)
+    else:  # the section (or the calls) is structure: its text is content
+        kept = "".join(p for p, kind in parts if kind == "text")
+        assert _squash(msg.content) == _squash(kept)

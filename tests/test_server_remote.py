@@ -380,6 +380,22 @@ def test_call_to_undeclared_tool_is_content_and_counted(rig: Rig, stream: bool) 
     assert fallbacks() == before + 1
 
 
+@STREAM
+def test_a_call_cut_by_the_length_limit_is_content(rig: Rig, stream: bool) -> None:
+    """The engine's finish reason reaches the parser: an unended body is a call only
+    when the model stopped, never when max_tokens cut it."""
+    unended = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    rig.upstream.scripts.append(Script(rig.tok.encode(unended), finish="length"))
+    out = rig.chat(stream, tools=TOOLS)
+    assert (out["calls"], out["content"], out["finish"]) == ([], unended, "length")
+    rig.script(unended)  # the model stopped (its end-of-turn id)
+    out = rig.chat(stream, tools=TOOLS)
+    assert [(c["name"], json.loads(c["arguments"])) for c in out["calls"]] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert out["finish"] == "tool_calls"
+
+
 def test_timeout_and_prompt_limit(rig: Rig) -> None:
     engine = _engine(rig.upstream.protocol, rig.upstream_url)
     engine.max_prompt_tokens = 5

@@ -39,8 +39,17 @@ Rules this module keeps (DESIGN.md's invariants):
   state and its payload; nothing depends on where a delta ended.
 * Conservation: a call that cannot be completed is released as content with every
   character it held (delimiters included), or raises `MalformedOutput` when strict.
-  Whitespace at the edges of a content or reasoning run, next to structure or at the
-  ends of the output, is treated as markup: it is dropped.
+  A section is held (`_Section`) until a call of it is returned, which makes it
+  structure (its delimiters markup, the text inside it content), or until it ends
+  without one, which releases it whole. Released text is the literal text of the ids
+  it came from, stray delimiters included. Outside structure, a delimiter that does
+  not act where it stands is markup, except a call's inner marks, which are text.
+* Whitespace at the edges of a content or reasoning run, next to structure or at the
+  ends of the output, is markup: it is dropped. Two runs of one kind separated only
+  by structure keep one separator (`_Run`).
+* Unfinished bodies: a call whose body did not end is returned only when its
+  arguments are complete for the schema, and never once `finish("length")` says the
+  output was cut off (held mode).
 * Cost: each id is decoded once and each character scanned a bounded number of
   times; a held call is parsed once, when it closes.
 """
