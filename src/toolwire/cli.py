@@ -62,7 +62,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     events: list[Event] = []
     for start in range(0, len(ids), size):
         events += parser.feed(ids[start : start + size])
-    events += parser.finish()
+    events += parser.finish(args.finish)
     if args.events:
         for event in events:
             print(_event_json(event))
@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-reasoning", action="store_true", default=None)
     p.add_argument("--strict", action="store_true", help="fail on malformed calls")
     p.add_argument("--stream-arguments", action="store_true")
+    p.add_argument(
+        "--finish",
+        choices=["stop", "length"],
+        help="why the output ended (default: unknown, read as a stop)",
+    )
     p.set_defaults(func=_cmd_parse)
 
     add_check_parser(sub)

@@ -151,8 +151,9 @@ class Tables:
     id_forms: Mapping[int, str]
     #: ord(sentinel) -> the token's text, for `str.translate`.
     to_literal: Mapping[int, str]
-    #: ord(sentinel) -> None: a delimiter's token that completes no delimiter is markup.
-    stray: Mapping[int, None]
+    #: The structural forms of every inner mark (the call's and the header's): text
+    #: wherever they do not act.
+    inner: frozenset[str]
     r_opens: frozenset[str]
     r_closes: frozenset[str]
     s_open: str
@@ -236,7 +237,7 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         forms=forms,
         id_forms=id_forms,
         to_literal=to_literal,
-        stray={ord(f): None for f in id_forms.values()},
+        inner=frozenset(form(m) for m in (*fmt.marks, *(header.marks if header else ()))),
         r_opens=frozenset(form(o) for o, _ in fmt.reasoning_pairs),
         r_closes=frozenset(form(c) for _, c in fmt.reasoning_pairs),
         s_open=s_open,

@@ -374,9 +374,7 @@ class Parser:
             raise UsageError("do not mix feed() and feed_text() on one parser")
         self._mode = mode
         t = tables(self.format, self.tokenizer, mode)
-        self._id_forms, self._to_literal = t.id_forms, t.to_literal
-        header_marks = self.format.header.marks if self.format.header else ()
-        self._marks = frozenset(t.forms[m] for m in (*self.format.marks, *header_marks))
+        self._id_forms, self._to_literal, self._marks = t.id_forms, t.to_literal, t.inner
         self._r_opens, self._r_closes = t.r_opens, t.r_closes
         self._s_open, self._s_close = t.s_open, t.s_close
         self._c_open, self._c_close = t.c_open, t.c_close
@@ -715,10 +713,12 @@ def parse(
     format: str | Format,
     tokenizer: Tokenizer | None,
     ids: Sequence[int],
+    *,
+    reason: str | None = None,
     **options: Any,
 ) -> Message:
-    """Parse a whole output: `feed(ids)` then `finish()` on one parser (one path)."""
+    """Parse a whole output: `feed(ids)` then `finish(reason)` on one parser (one path)."""
     parser = Parser(format, tokenizer, **options)
     events = parser.feed(ids)
-    events += parser.finish()
+    events += parser.finish(reason)
     return Message.from_events(events)
