@@ -200,6 +200,36 @@ def test_harmony_multi_message_output_in_every_header_shape() -> None:
     assert calls_of(msg) == [WEATHER, ("get_time", {}), ("search", {"query": "x"})]
 
 
+def test_harmony_messages_around_a_call_keep_their_separation() -> None:
+    """A final message, a call message, a final message (and analysis messages around
+    a call): separate messages are never glued; a released call message goes back
+    exactly as written."""
+    _, _, tok = setup("gpt_oss")
+    call = (
+        "<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json"
+        '<|message|>{{"city": "Paris"}}<|call|>'
+    )
+    text = (
+        "<|channel|>analysis<|message|>First.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>Looking it up.<|end|>"
+        + call.format(name="get_weather")
+        + "<|start|>assistant<|channel|>analysis<|message|>Then.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>Done.<|return|>"
+    )
+    ids = tok.encode(text)
+    whole = run("gpt_oss", tok, ids)
+    for cuts in (range(1, len(ids)), [3, 11, 29]):
+        assert run("gpt_oss", tok, ids, cuts) == whole
+    msg = Message.from_events(whole)
+    assert (msg.reasoning, msg.content) == ("First.\nThen.", "Looking it up.\nDone.")
+    assert calls_of(msg) == [("get_weather", {"city": "Paris"})]
+    released = call.format(name="not_declared")
+    text = "<|channel|>final<|message|>Looking it up.<|end|>" + released
+    msg = message("gpt_oss", tok, tok.encode(text))
+    # The call message is released exactly; `<|end|>` ended the message before it.
+    assert msg.tool_calls == [] and msg.content == "Looking it up.\n" + released
+
+
 def test_harmony_tool_choice_none_and_undeclared_recipients() -> None:
     _, _, tok = setup("gpt_oss")
     text = (
