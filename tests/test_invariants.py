@@ -141,14 +141,19 @@ def _structure_vectors(fmt: formats.Format, tok: Tokenizer) -> list[Vector]:
     # never when the output was cut off.
     close = cases.BODY_END.get(fmt.name) or fmt.call[1]
     if close:
-        for call, complete in ((first, True), (cases.INCOMPLETE_CALL, False)):
+        mistyped = ("get_weather", {"city": "Paris", "days": "soon"})  # days: integer
+        for call, complete, reasons in (
+            (first, True, (None, "stop", "length")),
+            (cases.INCOMPLETE_CALL, False, (None, "stop", "length")),
+            (mistyped, False, ("stop",)),
+        ):
             rendered = fmt.render_output(calls=[call])
             text = cases.CONTENT + "\n" + rendered[: rendered.rindex(close)]
             released = text.rstrip()
-            for reason in (None, "stop", "length"):
+            for reason in reasons:
                 returned = complete and reason != "length"
                 add(
-                    f"unfinished, {'complete' if complete else 'incomplete'}, {reason}",
+                    f"unfinished, {call[1]}, {reason}",
                     text,
                     (call,) if returned else (),
                     cases.CONTENT if returned else released,
