@@ -467,8 +467,10 @@ def test_random_ids_give_only_events(name: str, data: st.DataObject) -> None:
     stream = data.draw(st.booleans())
     choice = data.draw(st.sampled_from(["auto", "none", "required"]))
     cut = data.draw(st.integers(0, len(ids)))
-    events = run(name, ids, [cut], stream_arguments=stream, tool_choice=choice)
-    assert events == run(name, ids, stream_arguments=stream, tool_choice=choice)
+    options = {"stream_arguments": stream, "tool_choice": choice}
+    options["finish"] = data.draw(st.sampled_from([None, "stop", "length"]))
+    events = run(name, ids, [cut], **options)
+    assert events == run(name, ids, **options)
     msg = Message.from_events(events)
     for event in events:
         if isinstance(event, (Content, Reasoning)):
