@@ -680,10 +680,13 @@ class Parser:
         if call.body:
             syntax.feed("".join(call.body))
             call.body.clear()
+        # A call that no token opens (`Format.anchor`) ends with its own closing
+        # bracket: a body its syntax accepts has ended, whatever follows.
+        ended = closed or self.format.anchor is not None
         try:
             if not closed and call.provisional:
                 raise Reject("the call was cut off before its closing delimiter")
-            if not closed and self._cut and not call.begun:
+            if not ended and self._cut and not call.begun:
                 raise Reject("the output was cut off by the length limit inside the call")
             syntax.close()
         except Reject as exc:
@@ -698,7 +701,7 @@ class Parser:
         if not self.tools.parallel and self._calls > 0:
             return "parallel_tool_calls is false and a call was already made", ""
         arguments = syntax.arguments()
-        if not closed:
+        if not ended:
             missing = self.tools.incomplete(name, arguments)
             if missing:
                 return f"the call did not end and {missing}", ""
