@@ -450,6 +450,37 @@ def test_request_bounds(rig: Rig, stream: bool) -> None:
     rig.served_quickly()
 
 
+@STREAM
+def test_requests_the_library_refuses_are_400s_never_500s(rig: Rig, stream: bool) -> None:
+    """What render_prompt and structural_tag refuse (or normalize) reaches the client as
+    a 400 naming the field, or is served: never an internal error."""
+    url = rig.url + "/v1/chat/completions"
+    nonchars = "".join(chr(c) for c in range(0xFDD0, 0xFDF0)) + "".join(
+        chr(p * 0x10000 + 0xFFFE + k) for p in range(17) for k in (0, 1)
+    )
+    odd_tool = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": [{"type": "string"}], "enum": 5}},
+    }
+    bodies: list[dict[str, Any]] = [
+        {"messages": [{"role": "user", "content": nonchars}]},  # every noncharacter
+        {"messages": [{"role": "user", "content": "x"}], "tools": [odd_tool]},
+        {
+            "messages": [{"role": "user", "content": "x"}],
+            "chat_template_kwargs": {"enable_thinking": 10**400},
+        },
+    ]
+    for extra in bodies:
+        rig.script("fine", finish="stop")
+        body = {"model": MODEL, "stream": stream, **extra}
+        r = httpx.post(url, json=body, timeout=10)
+        assert r.status_code in (200, 400), (extra, r.status_code, r.text)
+        if r.status_code == 400:
+            assert r.json()["error"]["type"] == "invalid_request_error"
+        rig.upstream.scripts.clear()
+    rig.served_quickly()
+
+
 def test_rendering_does_not_block_other_streams(rig: Rig) -> None:
     if rig.protocol != "vllm":
         pytest.skip("one engine is enough")
