@@ -151,9 +151,10 @@ def test_token_level_tag_forces_the_genuine_delimiter_id() -> None:
     tok = tokenizer_for("qwen3")
     result = structural_tag_with_reason("hermes", TOOLS, tokenizer=tok, policy=FAST)
     assert result.token_level
-    assert {"type": "token", "token": 151657} in json.loads(json.dumps(result.tag))["format"][
+    assert {"type": "token", "token": 151657} in json.loads(json.dumps(result.elements))["format"][
         "tags"
     ][0].values()
+    assert result.tag is not None and "(151657, " in result.tag["format"]["grammar"]
     spelled = tok.encode(CALL, delimiters=False)
     assert 151657 not in spelled
     assert not _accepts(spelled, tool_choice="required")
@@ -385,7 +386,8 @@ def test_mistral_tag_compiles() -> None:
     tag is matched."""
     token = structural_tag_with_reason("mistral", TOOLS, tokenizer=cases.tokenizer("mistral"))
     assert token.token_level and token.tag is not None and token.fallback is None
-    assert '"token": 9' in json.dumps(token.tag)  # [TOOL_CALLS] by id
+    assert '"token": 9' in json.dumps(token.elements)  # [TOOL_CALLS] by id
+    assert "(9, " in json.dumps(token.tag)
     result = structural_tag_with_reason("mistral", TOOLS)
     assert result.tag is not None and result.fallback is None
     text = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'

@@ -10,6 +10,8 @@ Data flow of one request::
         -> preflight (XGrammar, when installed); on failure the documented fallback:
            auto -> no constraint; required/named -> the native envelope with any
            JSON object as arguments; if that fails too -> no constraint
+        -> shared rules (`policy.shared_rules`, XGrammar installed): the tag as one
+           EBNF grammar in which the rules every tool repeats exist once
         -> TagResult(tag or None, reasons, fallback code)
 
 Never raises for a request's tools or schemas (those become reasons); raises
@@ -34,6 +36,7 @@ from toolwire.grammar.policy import RELAXED, GrammarPolicy, bound_tag, choose, t
 from toolwire.grammar.preflight import check
 from toolwire.grammar.schema import sort_properties
 from toolwire.grammar.shapes import SHAPES, UNSUPPORTED, Shape
+from toolwire.grammar.shared import share
 from toolwire.parser import Parser
 from toolwire.tokenizer import Tokenizer
 
@@ -58,6 +61,9 @@ class TagResult:
     fallback: str | None = None
     #: True when delimiters are named by token id.
     token_level: bool = False
+    #: The tag as structural elements, before its rules were shared (None when `tag`
+    #: is None); equal to `tag` when rules are not shared.
+    elements: dict[str, Any] | None = None
 
 
 def structural_tag(
@@ -183,16 +189,20 @@ def structural_tag_with_reason(
         )
         return {"type": "structural_tag", "format": body}
 
+    def result(tag: dict[str, Any], fallback: str | None) -> TagResult:
+        sent = share(tag) if policy.shared_rules else tag
+        return TagResult(sent, tuple(reasons), fallback, token_level, tag)
+
     tag = build(False)
     error = check(tag)
     if error is None:
-        return TagResult(tag, tuple(reasons), None, token_level)
+        return result(tag, None)
     reasons.append(f"the tag does not compile: {error}")
     if choice in ("required", "named"):
         tag = build(True)
         if check(tag) is None:
             reasons.append("fell back to the native envelope with any JSON object as arguments")
-            return TagResult(tag, tuple(reasons), "relaxed", token_level)
+            return result(tag, "relaxed")
     return TagResult(None, tuple(reasons), "compile_failed", token_level)
 
 

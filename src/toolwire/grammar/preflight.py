@@ -20,7 +20,7 @@ from typing import Any
 
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["available", "check", "compiler", "tokenizer_info"]
+__all__ = ["available", "check", "compiler", "tokenizer_info", "xgrammar_module"]
 
 
 @lru_cache(maxsize=1)
@@ -29,6 +29,11 @@ def _xgrammar() -> Any:
         return importlib.import_module("xgrammar")
     except ImportError:
         return None
+
+
+def xgrammar_module() -> Any:
+    """The `xgrammar` module, or None when it is not installed."""
+    return _xgrammar()
 
 
 def available() -> bool:
