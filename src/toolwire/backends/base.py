@@ -47,6 +47,9 @@ class Generation:
     #: envelope with any JSON object as arguments, for required/named calls) or None
     #: (no constraint). None here: no fallback (the rejection is the request's error).
     fallback_tag: Callable[[], Mapping[str, Any] | None] | None = None
+    #: `structural_tag` already compiled by the engine's own compiler (the server
+    #: compiles off the generation thread), or None: the engine compiles it.
+    grammar: Any = None
 
 
 @dataclass(frozen=True)

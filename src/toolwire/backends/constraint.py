@@ -2,7 +2,7 @@
 
 Data flow, per output token::
 
-    structural tag --compile (once per request)--> GrammarMatcher
+    structural tag --compile (once per tag; the server caches it)--> GrammarMatcher
     logits --mask()--> logits with every id the grammar forbids set to -inf
     sampled id --accept()--> matcher advances; `finished` once the grammar is complete
 
@@ -71,7 +71,10 @@ class GrammarConstraint:
             stop_token_ids=sorted(stop_ids),
         )
         self._info = info
-        self._compiler = xgrammar.GrammarCompiler(info)
+        # No compiler-side cache: the server keeps compiled grammars in its own cache,
+        # bounded in entries and bytes (`server.grammars`). One thread per compile:
+        # compiles run beside generation, which must keep its cores.
+        self._compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
 
     @classmethod
     def load(cls, tokenizer: Tokenizer, stop_ids: Iterable[int]) -> GrammarConstraint | None:
@@ -82,12 +85,20 @@ class GrammarConstraint:
             return None
         return cls(xgrammar, tokenizer, stop_ids)
 
-    def start(self, tag: Mapping[str, Any]) -> SequenceConstraint:
-        """A fresh matcher for one sequence; raises ValueError when the tag does not compile."""
+    def compile(self, tag: Mapping[str, Any]) -> Any:
+        """The compiled grammar (token masks over this vocabulary) of a structural tag;
+        raises ValueError when the tag does not compile. Slow: seconds for big tool
+        sets; thread-safe (XGrammar releases the GIL while it compiles)."""
         try:
-            compiled = self._compiler.compile_structural_tag(json.dumps(tag))
+            return self._compiler.compile_structural_tag(json.dumps(tag))
         except Exception as exc:  # XGrammar raises several types for a bad tag
             raise ValueError(f"structural tag does not compile: {exc}") from exc
+
+    def start(self, tag: Mapping[str, Any], compiled: Any = None) -> SequenceConstraint:
+        """A fresh matcher for one sequence, from `compiled` (the tag's compiled grammar)
+        or by compiling `tag`; raises ValueError when the tag does not compile."""
+        if compiled is None:
+            compiled = self.compile(tag)
         matcher = self._xgr.GrammarMatcher(compiled)
         bitmask = self._xgr.allocate_token_bitmask(1, self._info.vocab_size)
         return SequenceConstraint(matcher, bitmask, self._info.vocab_size)

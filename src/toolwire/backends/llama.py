@@ -10,6 +10,9 @@ Invariants:
 
 * Generation runs on one worker thread (a llama.cpp context serves one sequence at a
   time), never on the event loop; requests queue for it in arrival order.
+* Grammar compiles do not run there when the server compiled the tag already
+  (`Generation.grammar`, `compile_structural_tag` on the server's pool): a request
+  waits for the worker only while another one generates, never while one compiles.
 * Closing the iterator sets a cancel flag the worker checks before every id, so a
   client that disconnects frees the worker within one token.
 * With a structural tag, every sampled id was allowed by XGrammar's matcher (a logits
@@ -21,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -119,11 +122,19 @@ class LlamaEngine:
         if generation.structural_tag is not None and self._grammar is not None:
             self._grammar.start(generation.structural_tag)
 
+    def compile_structural_tag(self, tag: Mapping[str, Any]) -> Any:
+        """The tag compiled against this model's vocabulary (for `Generation.grammar`);
+        raises ValueError when it does not compile or XGrammar is not installed. Runs
+        on the caller's thread, so compiles stay off the generation thread."""
+        if self._grammar is None:
+            raise ValueError("xgrammar is not installed")
+        return self._grammar.compile(tag)
+
     def _constraint(self, generation: Generation) -> SequenceConstraint | None:
         if generation.structural_tag is None or self._grammar is None:
             return None
         try:
-            return self._grammar.start(generation.structural_tag)
+            return self._grammar.start(generation.structural_tag, generation.grammar)
         except ValueError as exc:
             raise EngineError(str(exc), status=500) from exc
 

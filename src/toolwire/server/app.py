@@ -34,6 +34,7 @@ from toolwire.events import Event
 from toolwire.parser import Parser
 from toolwire.server.chunks import ChunkWriter, completion
 from toolwire.server.errors import ApiError
+from toolwire.server.grammars import GrammarService, GrammarSettings
 from toolwire.server.metrics import CONTENT_TYPE, Metrics
 from toolwire.server.pipeline import ChoiceRun, Limits, Plan, Step, failure, plan
 from toolwire.server.request import parse_request
@@ -93,7 +94,10 @@ def startup_warnings(engine: Engine) -> list[str]:
 
 
 def create_app(
-    engine: Engine, limits: Limits | None = None, metrics: Metrics | None = None
+    engine: Engine,
+    limits: Limits | None = None,
+    metrics: Metrics | None = None,
+    grammar: GrammarSettings | None = None,
 ) -> FastAPI:
     """The FastAPI application serving `engine`."""
     limits = limits or Limits()
@@ -101,6 +105,8 @@ def create_app(
     app = FastAPI(title="toolwire", version="0.1.0")
     app.state.metrics = metrics
     app.state.engine = engine
+    grammars = GrammarService.for_engine(engine, metrics.registry, grammar)
+    app.state.grammars = grammars
     gated = Parser(engine.format, engine.tokenizer).gated
     warnings = startup_warnings(engine)
 
@@ -112,7 +118,7 @@ def create_app(
         body = await read_json(http, limits.max_body_bytes)
         # validation, rendering and grammar checks take milliseconds to seconds: off the
         # event loop
-        planned = await asyncio.to_thread(_plan, body)
+        planned = await grammars.prepare(await asyncio.to_thread(_plan, body))
         request = planned.request
         if planned.grammar_fallback:
             metrics.grammar_fallbacks.labels(planned.grammar_fallback).inc()

@@ -79,6 +79,17 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("--max-tools", int, 128, "most tools one request may declare"),
     Option("--max-nesting", int, 64, "deepest JSON nesting accepted in a request body"),
+    Option(
+        "--grammar-timeout",
+        float,
+        10.0,
+        "seconds a request waits for its structural tag to compile on the embedded engine; "
+        "past it the request runs unconstrained and the compile goes on for the next one "
+        "(0: no limit)",
+    ),
+    Option("--grammar-workers", int, 1, "structural tag compiles running at once"),
+    Option("--grammar-cache", int, 64, "compiled structural tags kept (entries)"),
+    Option("--grammar-cache-mb", int, 512, "compiled structural tags kept (megabytes)"),
     Option("--log-level", str, "info", "debug, info, warning or error"),
 )
 
@@ -104,6 +115,10 @@ class ServerConfig:
     max_body_bytes: int = 8 * 1024 * 1024
     max_tools: int = 128
     max_nesting: int = 64
+    grammar_timeout: float = 10.0
+    grammar_workers: int = 1
+    grammar_cache: int = 64
+    grammar_cache_mb: int = 512
     log_level: str = "info"
 
 

@@ -11,9 +11,10 @@ from toolwire.backends.base import Engine
 from toolwire.server.app import create_app, startup_warnings
 from toolwire.server.config import ServerConfig
 from toolwire.server.engines import build_engine
+from toolwire.server.grammars import GrammarSettings
 from toolwire.server.pipeline import Limits, warm_up
 
-__all__ = ["build_app", "limits_from", "prepare", "serve"]
+__all__ = ["build_app", "grammar_from", "limits_from", "prepare", "serve"]
 
 log = logging.getLogger("toolwire.server")
 
@@ -30,12 +31,22 @@ def limits_from(config: ServerConfig) -> Limits:
     )
 
 
-def prepare(engine: Engine, limits: Limits) -> FastAPI:
+def grammar_from(config: ServerConfig) -> GrammarSettings:
+    """The bounds of structural tag compiles a configuration sets."""
+    return GrammarSettings(
+        timeout=config.grammar_timeout or None,
+        workers=config.grammar_workers,
+        cache_entries=config.grammar_cache,
+        cache_bytes=config.grammar_cache_mb * 1024 * 1024,
+    )
+
+
+def prepare(engine: Engine, limits: Limits, grammar: GrammarSettings | None = None) -> FastAPI:
     """Startup on a built engine: log the warnings, warm up, and build the app."""
     for warning in startup_warnings(engine):
         log.warning(warning)
     warm_up(engine)
-    return create_app(engine, limits)
+    return create_app(engine, limits, grammar=grammar)
 
 
 def build_app(config: ServerConfig) -> FastAPI:
@@ -49,7 +60,7 @@ def build_app(config: ServerConfig) -> FastAPI:
         config.host,
         config.port,
     )
-    return prepare(engine, limits_from(config))
+    return prepare(engine, limits_from(config), grammar_from(config))
 
 
 def serve(config: ServerConfig) -> None:
