@@ -8,6 +8,7 @@ Strings are checked with XGrammar's matcher on the compiled tag (Qwen3's tokeniz
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -548,3 +549,23 @@ def test_harmony_builtin_header_forms() -> None:
                 assert len(Message.from_events(events).tool_calls) == len(calls)
             checked += 1
     assert checked >= 30, checked
+
+
+def test_shared_rules_hold_one_copy_of_the_string_rules_whatever_the_tools() -> None:
+    """The tag is sent as one grammar in which the rules every tool repeats (JSON
+    strings with the delimiter exclusion, numbers, objects) exist once: as many string
+    exclusion rules for 20 tools as for 1, so the compile cost they carry is paid once."""
+    tok = tokenizer_for("qwen3")
+    tools = [t for _, ts, _ in bfcl() for t in ts]
+    names = {t["name"]: t for t in tools}
+    counts = []
+    for n in (1, 20):
+        result = structural_tag_with_reason("hermes", list(names.values())[:n], tokenizer=tok)
+        assert result.tag is not None and result.fallback is None
+        grammar = result.tag["format"]["grammar"]
+        heads = re.findall(r"^(\w+) ::= ", grammar, re.M)
+        counts.append(sum("exclude" in h for h in heads))
+        elements = xgr.Grammar.from_structural_tag(json.dumps(result.elements))
+        per_tool = [h for h in re.findall(r"^(\w+) ::= ", str(elements), re.M) if "exclude" in h]
+        assert len(per_tool) >= n * counts[-1]  # as built, each tool had its own copy
+    assert counts[0] == counts[1] > 0

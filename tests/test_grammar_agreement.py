@@ -28,13 +28,15 @@ import json
 import random
 import re
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 
 from tests import cases
-from tests.grammar_support import accepts, bfcl, compile_tag, walk
+from tests.grammar_support import accepts, bfcl, compile_tag, walk, xgr
 from toolwire import Message, Parser, Tokenizer, formats
 from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
 from toolwire.grammar.anchored import ANCHORED
@@ -198,3 +200,47 @@ def test_walks_parse_into_valid_calls(fmt: str) -> None:
     assert not disagreements, disagreements[:3]
     if fmt not in _UNREACHED:
         assert called >= done // 4, (called, done)  # the walks reach the calls
+
+
+#: A string value every format renders as text between its own value delimiters.
+_MARK = "zq zq"
+
+
+@cache
+def _words(tok: Tokenizer) -> list[int]:
+    """Ids whose text is a few lowercase letters and spaces (text inside any value)."""
+    return [i for i in range(tok.vocab_size) if re.fullmatch(r"[ a-z]{1,8}", tok.decode([i]))]
+
+
+@pytest.mark.parametrize("fmt", SUPPORTED)
+def test_walks_never_put_a_delimiter_id_inside_a_value(fmt: str) -> None:
+    """Inside a string argument value (reached by a genuine rendered call, cut in the
+    middle of the value), and at every step of a walk that keeps writing value text,
+    the compiled tag allows none of the ids a parser acts on inside a call body (the
+    call's opening and closing delimiters, the section's end; for harmony every
+    delimiter): the parser can never see a call end or begin inside a value.
+    Token-level tags only (elsewhere no delimiter has an id)."""
+    tok = cases.tokenizer(fmt)
+    spec = formats.get(fmt)
+    result = _tag(fmt, cases.TOOLS)
+    if not result.token_level:
+        pytest.skip(f"{fmt}: text-level tag with this tokenizer")
+    inside = [spec.call[0], spec.call[1], spec.section[1] if spec.section else None]
+    if fmt == "gpt_oss":
+        inside = list(spec.delimiters)
+    forbidden = {i for d in inside if d for i in tok.encode(d) if i in tok.added_ids}
+    assert forbidden
+    ids = tok.encode(spec.render_output(calls=[("search", {"query": _MARK})]))
+    cut = next(n for n in range(1, len(ids) + 1) if _MARK[:3] in tok.decode(ids[:n]))
+    compiled = compile_tag(result.tag or {}, tok)
+    matcher = xgr.GrammarMatcher(compiled)
+    assert all(matcher.accept_token(i) for i in ids[:cut])
+    bitmask = xgr.allocate_token_bitmask(1, tok.vocab_size)
+    words = _words(tok)
+    rng = random.Random(f"inside-{fmt}")
+    for _ in range(40):
+        matcher.fill_next_token_bitmask(bitmask)
+        bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
+        allowed = {int(i) for i in np.flatnonzero(bits[: tok.vocab_size])}
+        assert not allowed & forbidden, sorted(allowed & forbidden)
+        assert matcher.accept_token(rng.choice([w for w in words if w in allowed]))
