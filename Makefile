@@ -65,9 +65,12 @@ $(BENCH)/python:
 
 .venv-bench: .venv-bench/.peers-installed
 
-# Parser benchmark: toolwire vs vLLM and SGLang on the same token streams (bench/parsers.py).
-bench: .venv-bench/.peers-installed
+# Parser benchmark: toolwire vs vLLM and SGLang on the same token streams (bench/parsers.py);
+# grammar benchmark: structural tag compile cost vs XGrammar's built-ins, and the embedded
+# server's time to first token (bench/grammar.py, in .venv: XGrammar + llama.cpp).
+bench: .venv-bench/.peers-installed $(VENV)/.test-installed
 	$(BENCH)/python -m bench.parsers
+	$(BIN)/python -m bench.grammar
 
 # The full conformance run: toolwire (held and stream_arguments=True), vLLM and SGLang on
 # every format, each peer driven per request as its server drives it. The report goes to

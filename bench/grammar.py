@@ -1,7 +1,7 @@
 """Grammar benchmark: what a structural tag costs the engine that compiles it.
 
     python -m bench.grammar [--data DIR] [--formats F ...] [--tools 1 5 20 50 100]
-                            [--budget S] [--no-server]
+                            [--budget S] [--no-server] [--no-compile]
 
 Part 1, compile cost. For each format, on its real or derived vocabulary (as the
 tests and `toolwire check` get them), with the first N distinct BFCL tools, one
@@ -150,9 +150,12 @@ def _line(row: dict[str, Any]) -> str:
 
 def server_ttft(data: Path) -> dict[str, float | str]:
     """Time to first token on the embedded server (see the module docstring)."""
-    import httpx
-    import uvicorn
-
+    try:
+        import httpx
+        import llama_cpp  # noqa: F401
+        import uvicorn
+    except ImportError as exc:
+        return {"skipped": f"the server extras are not installed here ({exc.name})"}
     from toolwire.backends.bundled import bundled_model, tool_template
     from toolwire.backends.llama import LlamaEngine
     from toolwire.server.app import create_app
@@ -222,13 +225,15 @@ def main() -> int:
     ap.add_argument("--tools", nargs="+", type=int, default=[1, 5, 20, 50, 100])
     ap.add_argument("--budget", type=float, default=30.0, help="seconds one compile may take")
     ap.add_argument("--no-server", action="store_true", help="skip the embedded server part")
+    ap.add_argument("--no-compile", action="store_true", help="skip the compile cost part")
     args = ap.parse_args()
     data = Path(args.data)
     if xgrammar_module() is None:
         raise SystemExit("the grammar benchmark needs xgrammar")
-    print("| format | tools | " + " | ".join(CANDIDATES) + " | toolwire / built-in | build |")
-    print("|---|---:|" + "---:|" * (len(CANDIDATES) + 2))
-    compile_costs(args, data)
+    if not args.no_compile:
+        print("| format | tools | " + " | ".join(CANDIDATES) + " | toolwire / built-in | build |")
+        print("|---|---:|" + "---:|" * (len(CANDIDATES) + 2))
+        compile_costs(args, data)
     if not args.no_server:
         print("\nEmbedded server, time to first token (s):")
         for name, value in server_ttft(data).items():
