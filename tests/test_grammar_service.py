@@ -21,13 +21,15 @@ import httpx
 import jsonschema
 import pytest
 
-from tests.serving import running
+from tests.conftest import tokenizer_for
+from tests.serving import Script, ScriptedUpstream, running
 
 pytest.importorskip("llama_cpp")
 pytest.importorskip("xgrammar")
 
 from toolwire.backends.bundled import bundled_model, tool_template
 from toolwire.backends.llama import LlamaEngine
+from toolwire.backends.vllm import VllmEngine
 from toolwire.grammar import structural_tag
 from toolwire.server.app import create_app
 from toolwire.server.grammars import CompiledCache, GrammarService, GrammarSettings
@@ -75,7 +77,7 @@ def served(engine: GatedEngine) -> Iterator[tuple[str, GrammarService]]:
 
 
 def _chat(url: str, **body: Any) -> dict[str, Any]:
-    body = {"model": MODEL, "messages": ASK, "temperature": 0, **body}
+    body = {"model": MODEL, "messages": ASK, "temperature": 0} | body
     r = httpx.post(url + "/v1/chat/completions", json=body, timeout=300)
     assert r.status_code == 200, r.text
     return dict(r.json())
@@ -161,3 +163,25 @@ def test_the_compiled_cache_keeps_its_bounds(engine: GatedEngine) -> None:
     too_small = CompiledCache(10, min(sizes) - 1, size)
     too_small.put("a", compiled[0])
     assert len(too_small) == 0 and too_small.bytes == 0
+
+
+def test_remote_engines_get_the_upstream_compile_time_measured_once_per_tag() -> None:
+    """In front of vLLM the tag is sent as built (the upstream compiles it); what that
+    compile costs on the served vocabulary is measured once per tag, in the pool."""
+    pytest.importorskip("transformers")
+    tok = tokenizer_for("qwen3")
+    upstream = ScriptedUpstream("vllm")
+    with running(upstream.app()) as upstream_url:
+        engine = VllmEngine(upstream_url, model="qwen3", tokenizer=tok, format="qwen3")
+        app = create_app(engine)
+        with running(app) as url:
+            for _ in range(2):
+                upstream.scripts.append(Script([tok.added_tokens["<|im_end|>"]]))
+                _chat(url, model="qwen3", tools=TOOLS, max_tokens=4)
+            assert all("structural_tag" in b["structured_outputs"] for b in upstream.bodies)
+            name = 'toolwire_grammar_compile_seconds_count{where="upstream"}'
+            deadline = time.monotonic() + 300
+            while _metric(url, name) < 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _metric(url, name) == 1
+            assert _metric(url, "toolwire_grammar_cache_misses_total") == 0
