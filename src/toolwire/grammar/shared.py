@@ -37,8 +37,16 @@ from toolwire.grammar.preflight import xgrammar_module
 
 __all__ = ["merge_rules", "share"]
 
-#: XGrammar EBNF lexemes: string literals, character classes, identifiers, the rest.
-_LEXEME = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z_][A-Za-z0-9_]*|\s+|.', re.S)
+#: XGrammar EBNF lexemes: (1) string literals and character classes, (2) a keyword
+#: argument's name (`loop_after_dispatch=`), (3) identifiers, (4) runs of anything
+#: else (operators, spaces, digits), so a body is a few dozen lexemes.
+_LEXEME = re.compile(
+    r'("[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\])'
+    r"|([A-Za-z_][A-Za-z0-9_]*(?=\s*=[^=]))"
+    r"|([A-Za-z_][A-Za-z0-9_]*)"
+    r'|([^"\[A-Za-z_]+)',
+    re.S,
+)
 _HEAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) ::= ", re.M)
 
 
@@ -53,16 +61,11 @@ def _rules(text: str) -> dict[str, str]:
 
 
 def _parts(body: str, rules: dict[str, str]) -> list[tuple[str, bool]]:
-    """The body's lexemes, each with whether it names a rule (a keyword argument such
-    as `loop_after_dispatch=` does not)."""
-    lexemes = _LEXEME.findall(body)
+    """The body's lexemes, each with whether it names a rule."""
     out = []
-    for n, lexeme in enumerate(lexemes):
-        after = n + 1
-        while after < len(lexemes) and lexemes[after].isspace():
-            after += 1
-        named = lexeme in rules and (after == len(lexemes) or lexemes[after] != "=")
-        out.append((lexeme, named))
+    for literal, keyword, name, other in _LEXEME.findall(body):
+        text = literal or keyword or name or other
+        out.append((text, bool(name) and name in rules))
     return out
 
 
