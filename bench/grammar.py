@@ -154,7 +154,7 @@ def server_ttft(data: Path) -> dict[str, float | str]:
         import httpx
         import llama_cpp  # noqa: F401
         import uvicorn
-    except ImportError as exc:
+    except ImportError as exc:  # the peers' venv has no server extras
         return {"skipped": f"the server extras are not installed here ({exc.name})"}
     from toolwire.backends.bundled import bundled_model, tool_template
     from toolwire.backends.llama import LlamaEngine
@@ -213,6 +213,14 @@ def server_ttft(data: Path) -> dict[str, float | str]:
     out["compile still running then"] = "yes" if compiling and grammars.compiling else "no"
     other.join()
     out["no tools, alone"] = ttft(None)
+    registry = app.state.metrics.registry
+    seconds = registry.get_sample_value(
+        "toolwire_grammar_compile_seconds_sum", {"where": "embedded"}
+    )
+    out["compile seconds, both tool sets"] = float(seconds or 0.0)
+    for reason in ("compile_timeout", "compile_busy"):
+        count = registry.get_sample_value("toolwire_grammar_fallbacks_total", {"reason": reason})
+        out[f"fallbacks {reason}"] = str(int(count or 0))
     server.should_exit = True
     return out
 
