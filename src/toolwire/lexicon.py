@@ -87,6 +87,12 @@ class Lexicon:
     drop: frozenset[int]
 
 
+def is_gated(fmt: Format, tokenizer: Tokenizer | None) -> bool:
+    """True when every delimiter that opens call structure is a token of `tokenizer`,
+    so structure is decided by id (never for calls no token opens, `Format.anchor`)."""
+    return lexicon(fmt, tokenizer).gated_forms is not None and fmt.anchor is None
+
+
 def lexicon(fmt: Format, tokenizer: Tokenizer | None) -> Lexicon:
     """Resolve `fmt` against `tokenizer` (memoized on the tokenizer)."""
     if tokenizer is None:

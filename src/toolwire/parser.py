@@ -71,7 +71,7 @@ from toolwire.events import (
 )
 from toolwire.formats import get as get_format
 from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject
-from toolwire.lexicon import Scanner, State, lexicon, tables
+from toolwire.lexicon import Scanner, State, is_gated, lexicon, tables
 from toolwire.message import Message
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import Tools
@@ -232,7 +232,7 @@ class Parser:
         lex = lexicon(self.format, tokenizer)
         #: True when every delimiter that opens call structure is matched by token id
         #: (never for calls that no token opens, `Format.anchor`).
-        self.gated = lex.gated_forms is not None and self.format.anchor is None
+        self.gated = is_gated(self.format, tokenizer)
         self._drop = lex.drop
         self._mode: str | None = None  # "ids" or "text", fixed by the first feed
         self._scanners: Mapping[State, Scanner] = {}

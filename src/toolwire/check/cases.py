@@ -35,12 +35,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolwire import formats
 from toolwire.check import sweeps
 from toolwire.check.corpus import BfclCase
 from toolwire.check.prompts import Prompter, Request
 from toolwire.errors import UsageError
 from toolwire.formats.spec import Format, RenderedCall
-from toolwire.parser import Parser
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["GROUPS", "KINDS", "POLICIES", "Case", "Expected", "check_stops", "generate"]
@@ -170,7 +170,7 @@ class _Builder:
         self.rng = rng
         self.prompter = prompter
         self.stops = stops
-        self.gated = Parser(fmt, tok).gated
+        self.gated = formats.is_gated(fmt, tok)
         close = fmt.call[1]
         close_ids = self.enc(close) if close else []
         #: A call's closing delimiter is a stop token (gpt-oss's `<|call|>`): an output

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from toolwire.errors import UsageError
 from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject, RenderedCall
 
-__all__ = ["CallContext", "CallSyntax", "Format", "Reject", "RenderedCall", "get", "names"]
+if TYPE_CHECKING:
+    from toolwire.tokenizer import Tokenizer
+
+__all__ = [
+    "CallContext",
+    "CallSyntax",
+    "Format",
+    "Reject",
+    "RenderedCall",
+    "get",
+    "is_gated",
+    "names",
+    "register",
+]
 
 _REGISTRY: dict[str, Format] = {}
+_builtins_loaded = False
 
 
 def register(fmt: Format) -> Format:
-    """Add a format to the registry (each format module calls this once)."""
+    """Add a format to the registry (each format module calls this once; a custom
+    format may be registered at any time, before or after the built-ins load)."""
     if fmt.name in _REGISTRY:
         raise UsageError(f"format {fmt.name!r} is registered twice")
     _REGISTRY[fmt.name] = fmt
@@ -35,9 +52,19 @@ def get(name: str) -> Format:
         ) from None
 
 
+def is_gated(fmt: Format | str, tokenizer: Tokenizer | None) -> bool:
+    """True when `fmt`'s call structure is decided by token id under `tokenizer`
+    (what `Parser(fmt, tokenizer).gated` says, without building a parser)."""
+    from toolwire.lexicon import is_gated as gated  # the lexicon imports this package
+
+    return gated(get(fmt) if isinstance(fmt, str) else fmt, tokenizer)
+
+
 def _load() -> None:
-    if _REGISTRY:
+    global _builtins_loaded
+    if _builtins_loaded:
         return
+    _builtins_loaded = True
     from toolwire.formats import (  # noqa: F401
         deepseek_v3,
         deepseek_v4,

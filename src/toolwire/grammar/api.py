@@ -37,7 +37,6 @@ from toolwire.grammar.preflight import check
 from toolwire.grammar.schema import sort_properties
 from toolwire.grammar.shapes import SHAPES, UNSUPPORTED, Shape
 from toolwire.grammar.shared import share
-from toolwire.parser import Parser
 from toolwire.tokenizer import Tokenizer
 
 #: Formats whose tag is built whole rather than from a `Shape` (no call delimiters
@@ -132,7 +131,7 @@ def structural_tag_with_reason(
         in_reasoning = fmt.starts_in_reasoning
     if in_reasoning and fmt.reasoning is None:
         raise UsageError(f"format {fmt.name!r} has no reasoning block")
-    token_level = tokenizer is not None and Parser(fmt, tokenizer).gated
+    token_level = tokenizer is not None and formats.is_gated(fmt, tokenizer)
     if tokenizer is not None and not token_level:
         reasons.append(f"{fmt.name}: delimiters are not single tokens here; text-level tag")
     if shape is None:

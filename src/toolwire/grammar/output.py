@@ -28,7 +28,6 @@ from toolwire.grammar.policy import RELAXED
 from toolwire.grammar.preflight import check
 from toolwire.grammar.schema import normalize
 from toolwire.grammar.shapes import SHAPES
-from toolwire.parser import Parser
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["output_tag"]
@@ -55,7 +54,7 @@ def output_tag(
         if shape is None:
             why = f"format {fmt.name!r}: response_format is not supported for this format"
             return TagResult(None, (why,), "unsupported_format")
-        token_level = tokenizer is not None and Parser(fmt, tokenizer).gated
+        token_level = tokenizer is not None and formats.is_gated(fmt, tokenizer)
         builder = _Builder(fmt, shape, Lexicon(fmt, tokenizer, token_level), True, True)
         inside = fmt.starts_in_reasoning if in_reasoning is None else in_reasoning
         prefix = builder.reasoning(inside)

@@ -29,9 +29,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from toolwire import formats
 from toolwire.backends.base import Engine
 from toolwire.events import Event
-from toolwire.parser import Parser
 from toolwire.server.chunks import ChunkWriter, completion
 from toolwire.server.errors import ApiError
 from toolwire.server.grammars import GrammarService, GrammarSettings
@@ -83,7 +83,7 @@ class ChatFramer:
 def startup_warnings(engine: Engine) -> list[str]:
     """What the operator must know about this engine: gating, constraints."""
     warnings = list(engine.warnings)
-    if not Parser(engine.format, engine.tokenizer).gated:
+    if not formats.is_gated(engine.format, engine.tokenizer):
         warnings.insert(
             0,
             f"format {engine.format!r}: its delimiters are not single tokens of this "
@@ -107,7 +107,7 @@ def create_app(
     app.state.engine = engine
     grammars = GrammarService.for_engine(engine, metrics.registry, grammar)
     app.state.grammars = grammars
-    gated = Parser(engine.format, engine.tokenizer).gated
+    gated = formats.is_gated(engine.format, engine.tokenizer)
     warnings = startup_warnings(engine)
 
     def _plan(body: Any) -> Plan:
