@@ -17,10 +17,11 @@ from typing import Any
 from toolwire.errors import UsageError
 from toolwire.nesting import MAX_DEPTH
 
-__all__ = ["Tools", "fits", "schema_nullable", "tool_function"]
+__all__ = ["TYPE_ALIASES", "Tools", "fits", "schema_nullable", "tool_function"]
 
-#: JSON Schema type names, plus the BFCL spellings that stand for them.
-_TYPE_ALIASES = {
+#: JSON Schema type names, plus the BFCL spellings that stand for them (the one table:
+#: the parser's schema typing and the grammar's schema normalization both read it).
+TYPE_ALIASES = {
     "dict": "object",
     "float": "number",
     "tuple": "array",
@@ -61,7 +62,7 @@ def schema_type(schema: Any, depth: int = 0) -> str | None:
         named = [k for k in kind if k != "null"]
         kind = named[0] if len(named) == 1 else None
     if isinstance(kind, str):
-        return str(_TYPE_ALIASES.get(kind, kind))
+        return str(TYPE_ALIASES.get(kind, kind))
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if isinstance(options, list):
@@ -123,7 +124,7 @@ def fits(schema: Any, value: Any) -> bool:
     if not names:
         return True
     for name in names:
-        kind = _TYPE_ALIASES.get(name, name)
+        kind = TYPE_ALIASES.get(name, name)
         if kind == "null" and value is None:
             return True
         wanted = _PYTHON_TYPES.get(kind)

@@ -26,21 +26,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolwire.nesting import MAX_DEPTH, data_too_deep
+from toolwire.tools import TYPE_ALIASES
 
 __all__ = ["EMPTY_OBJECT", "normalize", "sort_properties", "strip_lookaround"]
 
 #: The schema of a tool that declares no parameters.
 EMPTY_OBJECT: Mapping[str, Any] = {"type": "object", "properties": {}}
 
-_TYPES = {
-    "dict": "object",
-    "float": "number",
-    "tuple": "array",
-    "list": "array",
-    "int": "integer",
-    "bool": "boolean",
-    "str": "string",
-}
 #: Keywords whose value is one schema.
 _ONE = ("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else")
 #: Keywords whose value is a list of schemas.
@@ -140,7 +132,7 @@ def _map_type(value: Any) -> Any:
     if isinstance(value, str):
         if value == "any":
             return None
-        return _TYPES.get(value, value)
+        return TYPE_ALIASES.get(value, value)
     if isinstance(value, list):
         if not all(isinstance(v, str) for v in value):
             return None  # not a list of type names: no type constraint (see `normalize`)
