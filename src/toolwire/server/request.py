@@ -23,7 +23,7 @@ from toolwire.errors import UsageError
 from toolwire.server.errors import ApiError
 from toolwire.tools import tool_function
 
-__all__ = ["ChatRequest", "check_body", "parse_request"]
+__all__ = ["ChatRequest", "check_body", "number", "parse_request"]
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
@@ -56,7 +56,8 @@ def _bad(param: str, message: str) -> ApiError:
     return ApiError(400, message, param=param)
 
 
-def _number(body: Mapping[str, Any], name: str, low: float, high: float) -> float | None:
+def number(body: Mapping[str, Any], name: str, low: float, high: float) -> float | None:
+    """`body[name]` as a float in [low, high], None when absent; a 400 naming it otherwise."""
     value = body.get(name)
     if value is None:
         return None
@@ -288,8 +289,8 @@ def parse_request(body: Any, *, max_tools: int = 128, max_nesting: int = 64) -> 
         tool_choice=tool_choice,
         parallel_tool_calls=_boolean(body, "parallel_tool_calls", True),
         max_tokens=max_tokens,
-        temperature=_number(body, "temperature", 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.0, 1.0),
+        temperature=number(body, "temperature", 0.0, 2.0),
+        top_p=number(body, "top_p", 0.0, 1.0),
         seed=seed,
         stop=_stop(body),
         stream=stream,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolwire.server.errors import ApiError
-from toolwire.server.request import ChatRequest
+from toolwire.server.request import ChatRequest, number
 
 __all__ = ["ResponsesRequest", "parse_responses", "to_messages"]
 
@@ -105,17 +105,6 @@ class ResponsesRequest:
             template_kwargs=kwargs,
             response_format=self.text_format,
         )
-
-
-def _number(body: Mapping[str, Any], name: str, low: float, high: float) -> float | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _bad(name, f"'{name}' must be a number")
-    if not low <= value <= high:
-        raise _bad(name, f"'{name}' must be between {low:g} and {high:g}, got {value}")
-    return float(value)
 
 
 def _boolean(body: Mapping[str, Any], name: str, default: bool) -> bool:
@@ -374,8 +363,8 @@ def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
         tool_choice=tool_choice,
         parallel_tool_calls=_boolean(body, "parallel_tool_calls", True),
         max_output_tokens=max_output,
-        temperature=_number(body, "temperature", 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.0, 1.0),
+        temperature=number(body, "temperature", 0.0, 2.0),
+        top_p=number(body, "top_p", 0.0, 1.0),
         effort=effort,
         summary=summary,
         stream=_boolean(body, "stream", False),
