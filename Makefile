@@ -35,11 +35,11 @@ check-engines: $(VENV)/.test-installed
 test: lint types pytest
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench peers
+	$(BIN)/ruff format --check src tests bench peers
 
 types: $(VENV)/.test-installed
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src peers
 
 pytest: $(VENV)/.test-installed
 	$(BIN)/pytest
@@ -73,13 +73,19 @@ bench: .venv-bench/.peers-installed $(VENV)/.test-installed
 	$(BIN)/python -m bench.grammar
 
 # The full conformance run: toolwire (held and stream_arguments=True), vLLM and SGLang on
-# every format, each peer driven per request as its server drives it. The report goes to
-# conformance-report/ (with conformance.json); its Markdown and chart become docs/.
+# every format, each peer driven per request as its server drives it (the adapters and
+# the formats' setups are the repository's `peers` package, imported by --impls-from).
+# The report goes to conformance-report/ (with conformance.json); its Markdown and chart
+# (matplotlib: the check extra) become docs/.
 # Exit status: toolwire's (1 when toolwire fails a defect property), after the copy.
-CHECK_IMPLS := --impl toolwire --impl toolwire-stream --impl vllm --impl sglang
+CHECK_IMPLS := --impls-from peers --impl toolwire --impl toolwire-stream --impl vllm --impl sglang
 CHECK_LIMIT ?= 10
 CHECK_JOBS ?= 2
-check: $(VENV)/.test-installed .venv-bench/.peers-installed
+$(VENV)/.check-installed: $(VENV)/.test-installed
+	$(BIN)/pip install -q -e '.[check]'
+	touch $@
+
+check: $(VENV)/.check-installed .venv-bench/.peers-installed
 	$(BIN)/toolwire check $(CHECK_IMPLS) --limit $(CHECK_LIMIT) --jobs $(CHECK_JOBS) \
 	  --report conformance-report; \
 	  status=$$?; cp conformance-report/conformance.md docs/conformance.md; \

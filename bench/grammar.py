@@ -36,10 +36,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from peers.profiles import profile
+from peers.vocab import tokenizer_for
 from toolwire import formats
 from toolwire.check.corpus import bfcl_folder, load_bfcl
-from toolwire.check.profiles import profile
-from toolwire.check.vocab import tokenizer_for
 from toolwire.grammar import GrammarPolicy, normalize, structural_tag_with_reason
 from toolwire.grammar.preflight import tokenizer_info, xgrammar_module
 

@@ -21,9 +21,9 @@ import os
 import time
 from pathlib import Path
 
+from peers.profiles import profile
+from peers.vocab import tokenizer_for
 from toolwire import Message, Parser, formats
-from toolwire.check.profiles import profile
-from toolwire.check.vocab import tokenizer_for
 from toolwire.tokenizer import Tokenizer
 
 TOOL = {

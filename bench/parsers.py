@@ -36,12 +36,11 @@ from typing import Any
 
 from tokenizers.decoders import DecodeStream
 
+from peers.profiles import PeerSpec, profile
+from peers.vocab import tokenizer_file, tokenizer_for
+from peers.worker import SglangRunner, VllmRunner, load_hf_tokenizer
 from toolwire import Parser, formats
 from toolwire.check.corpus import bfcl_folder, load_bfcl
-from toolwire.check.impls import delta_texts
-from toolwire.check.profiles import PeerSpec, profile
-from toolwire.check.vocab import tokenizer_file, tokenizer_for
-from toolwire.check.worker import SglangRunner, VllmRunner, load_hf_tokenizer
 from toolwire.tokenizer import Tokenizer
 
 LONG_TOOL = {
@@ -123,6 +122,14 @@ def time_detok(tok: Tokenizer, streams: list[Stream]) -> float:
             step(backend, i)
         total += time.perf_counter() - start
     return total
+
+
+def delta_texts(tok: Tokenizer, deltas: list[list[int]]) -> list[str]:
+    """Each delta's text from an incremental detokenizer, special tokens kept (every
+    peer is fed the same texts)."""
+    stream = DecodeStream(skip_special_tokens=False)
+    backend = tok.backend
+    return ["".join(stream.step(backend, i) or "" for i in delta) for delta in deltas]
 
 
 def time_peer(runner: Any, tok: Tokenizer, streams: list[Stream], size: int) -> float:

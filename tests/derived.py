@@ -2,7 +2,7 @@
 
 Kimi K2, GLM, MiniMax M2 and Gemma 4 ship only chat templates here (Kimi also its
 `tokenizer_config.json` with real ids). Their tests use a *derived* tokenizer, built by
-`toolwire.check.vocab` (the conformance run uses the same one): Qwen3's real byte-level
+`peers.vocab` (the conformance run uses the same one): Qwen3's real byte-level
 BPE vocabulary, with Qwen's own added tokens removed and the family's delimiters and
 turn markers added as special tokens, real ids kept where known (Kimi). It is written
 as an ordinary model folder and loaded with `toolwire.load_tokenizer`, so that path is
@@ -11,9 +11,9 @@ exercised too.
 
 from __future__ import annotations
 
+from peers.vocab import tokenizer_for
 from tests.conftest import data_dir
 from toolwire import Tokenizer
-from toolwire.check.vocab import tokenizer_for
 
 
 def derived_tokenizer(family: str) -> Tokenizer:

@@ -11,25 +11,28 @@ request, and every file:line the profiles cite.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import peers  # noqa: F401  (registers the peers and the formats' setups)
+from peers.impls import call_worker, peer_python
+from peers.profiles import PROFILES, SGLANG_DRIVING, VLLM_DRIVING, Cite
+from peers.vocab import tokenizer_file
 from tests.cases import tokenizer
-from tests.conftest import data_dir
+from tests.conftest import ROOT, data_dir
 from toolwire import formats
 from toolwire.check import CheckOptions, run_check
 from toolwire.check.cases import Case, Expected, check_stops, generate
 from toolwire.check.corpus import CATEGORIES, bfcl_folder, load_bfcl
-from toolwire.check.impls import call_worker, peer_python
-from toolwire.check.profiles import PROFILES, SGLANG_DRIVING, VLLM_DRIVING, Cite
 from toolwire.check.prompts import Prompter, stop_ids
 from toolwire.check.properties import Outcome, judge, policy_outcome
 from toolwire.check.report import markdown
-from toolwire.check.vocab import tokenizer_file
 from toolwire.cli import main
 from toolwire.errors import UsageError
 
@@ -100,10 +103,29 @@ def test_peers_explain_their_venv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("TOOLWIRE_PEERS_PYTHON", str(tmp_path / "missing" / "python"))
-    code = main(["check", "--data", str(data_dir()), "--impl", "vllm", "--format", "hermes",
-                 "--cases", "bfcl", "--limit", "1"])  # fmt: skip
+    code = main(["check", "--data", str(data_dir()), "--impls-from", "peers", "--impl", "vllm",
+                 "--format", "hermes", "--cases", "bfcl", "--limit", "1"])  # fmt: skip
     assert code == 2
     assert "make .venv-bench" in capsys.readouterr().err
+
+
+def test_other_implementations_come_from_a_named_module(tmp_path: Path) -> None:
+    """The package registers only toolwire's own; `--impls-from peers` (found from the
+    working directory, as `make check` runs it) adds the peers."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env["TOOLWIRE_PEERS_PYTHON"] = str(tmp_path / "missing" / "python")
+    run = ["check", "--data", str(data_dir()), "--impl", "vllm", "--format", "hermes"]
+
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        code = f"import sys; from toolwire.cli import main; sys.exit(main({[*run, *args]!r}))"
+        python = [sys.executable, "-P", "-c", code]  # -P: the working directory not on the path
+        return subprocess.run(python, cwd=ROOT, env=env, capture_output=True, text=True)
+
+    alone = check()
+    assert alone.returncode == 2 and "--impls-from" in alone.stderr, alone.stderr
+    assert "make .venv-bench" in check("--impls-from", "peers").stderr
+    missing = check("--impls-from", "no_such_module")
+    assert missing.returncode == 2 and "no_such_module" in missing.stderr
 
 
 def test_a_peer_that_does_not_answer_is_reported(

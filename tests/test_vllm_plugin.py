@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+import peers  # noqa: F401  (registers vllm+toolwire)
+from peers.impls import peer_python
 from tests.conftest import ROOT, data_dir, tokenizer_for
 from toolwire.backends.vllm import VllmEngine
-from toolwire.check import impls
 from toolwire.check.run import CheckOptions, run_check
 from toolwire.events import ToolCallBegin
 from toolwire.integrations.vllm import plugin_path
@@ -134,7 +135,7 @@ def test_request_parse_mints_one_id_per_call() -> None:
     assert minted == [0, 1]
 
 
-@pytest.mark.skipif(impls.peer_python() is None, reason="needs .venv-bench (vLLM 0.33)")
+@pytest.mark.skipif(peer_python() is None, reason="needs .venv-bench (vLLM 0.33)")
 def test_plugin_through_vllm_033_serving_path_equals_toolwire() -> None:
     """vLLM 0.33's `ParserManager` and `ChatStreamProcessor` driving the plugin give the
     `toolwire` row on every property (one format; `toolwire check --impl vllm+toolwire`

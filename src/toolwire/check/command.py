@@ -2,6 +2,11 @@
 
 Exit status: 0 when toolwire passes every case it ran, 1 when it fails any (peers'
 failures are findings, not errors), 2 on usage errors (from the main CLI).
+
+Implementations beyond toolwire's own, and format setups beyond the default, come
+from modules named by `--impls-from MODULE`: each is imported (the working directory
+first on the path, so a checkout's own modules are found) and registers what it brings
+(`toolwire.check.impls.register`, `toolwire.check.setup.register_setups`).
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +40,23 @@ def _groups(value: str) -> list[str]:
     return groups
 
 
+def import_impls(modules: list[str]) -> None:
+    """Import each module (which registers its implementations and setups)."""
+    here = str(Path.cwd())
+    if modules and here not in sys.path:
+        sys.path.insert(0, here)
+    for name in modules:
+        try:
+            import_module(name)
+        except ImportError as exc:
+            raise UsageError(f"--impls-from {name}: {exc}") from None
+
+
 def _command(args: argparse.Namespace) -> list[str]:
     """The command line that reproduces this run."""
     words = ["toolwire", "check"]
+    for module in args.impls_from or []:
+        words += ["--impls-from", module]
     for impl in args.impl or ["toolwire"]:
         words += ["--impl", impl]
     if args.format:
@@ -56,6 +76,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not (data / "tokenizers").is_dir():
         raise UsageError(
             f"{data}: no tokenizers/ folder; pass --data DIR or set TOOLWIRE_TEST_DATA"
+        )
+    import_impls(args.impls_from or [])
+    unknown = [i for i in args.impl or [] if i not in IMPLS]
+    if unknown:
+        raise UsageError(
+            f"unknown implementations {unknown}; known: {', '.join(IMPLS)} (others are "
+            "registered by a module named with --impls-from, e.g. `--impls-from peers` "
+            "in the repository)"
         )
     options = CheckOptions(
         data=data,
@@ -81,7 +109,16 @@ def add_check_parser(sub: Any) -> None:
     """Register `check` on the main CLI's subparsers."""
     p = sub.add_parser("check", help="conformance run: toolwire and the peers on real cases")
     p.add_argument(
-        "--impl", action="append", choices=list(IMPLS), help="implementation (repeatable)"
+        "--impl",
+        action="append",
+        help=f"implementation (repeatable): {', '.join(IMPLS)} or one --impls-from registers",
+    )
+    p.add_argument(
+        "--impls-from",
+        action="append",
+        metavar="MODULE",
+        help="import MODULE first, for the implementations and format setups it registers "
+        "(repeatable; the repository's `peers`: vllm, sglang, vllm+toolwire)",
     )
     p.add_argument("--format", nargs="+", action="extend", help="formats (default: all)")
     p.add_argument(

@@ -1,14 +1,14 @@
 """The request around each case: its prompt ids, thinking switch and stop tokens.
 
 A case's request is what a client sends: the tools, `tool_choice`, and, when the
-format's chat template has a thinking switch (`Profile.thinking`), that switch in
+format's chat template has a thinking switch (`Setup.thinking`), that switch in
 `chat_template_kwargs`. `Prompter.request` renders the template for it (the
 `transformers` way, `isolate=False`) and returns the prompt ids and whether the prompt
 ends inside an opened reasoning block: the output a case renders starts there, and
 every implementation is told the same request. A format whose template cannot be
 rendered here gets no prompt ids and its format's default start (said in the report).
 
-`stop_ids` is the set of ids generation ends at: the profile's stop tokens that are
+`stop_ids` is the set of ids generation ends at: the setup's stop tokens that are
 single tokens of the tokenizer, and the tokenizer's own EOS.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolwire.check.profiles import Profile
+from toolwire.check.setup import Setup
 from toolwire.errors import ToolwireError
 from toolwire.formats.spec import Format
 from toolwire.prompt import render_prompt
@@ -41,8 +41,8 @@ class Request:
     in_reasoning: bool = False
 
 
-def stop_ids(tok: Tokenizer, prof: Profile) -> frozenset[int]:
-    """Ids at which generation ends (the profile's stop tokens and the tokenizer's EOS)."""
+def stop_ids(tok: Tokenizer, prof: Setup) -> frozenset[int]:
+    """Ids at which generation ends (the setup's stop tokens and the tokenizer's EOS)."""
     ids = {tok.added_tokens[s] for s in prof.stops if s in tok.added_tokens}
     return frozenset(ids | set(tok.eos_ids))
 
@@ -50,7 +50,7 @@ def stop_ids(tok: Tokenizer, prof: Profile) -> frozenset[int]:
 class Prompter:
     """Renders a format's chat template per request (cached per tools and switch)."""
 
-    def __init__(self, fmt: Format, tok: Tokenizer, prof: Profile, data: Path) -> None:
+    def __init__(self, fmt: Format, tok: Tokenizer, prof: Setup, data: Path) -> None:
         self.fmt = fmt
         self.tok = tok
         self.switch = prof.thinking

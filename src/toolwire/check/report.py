@@ -6,7 +6,7 @@ the same file. Sections:
 
 * how each implementation was driven: the requests per format (template, thinking
   switch, stop tokens), each implementation's settings as it reported them, and the
-  peers' server code each driving step follows (file:line);
+  code each one's driving steps follow, as it cites it (`Impl.driving`);
 * defects: one row per (implementation, format), one column per `DEFECTS` property,
   a cell `passed/applicable` cases (bold when some failed);
 * policies: what each implementation does with echoed markup, undeclared tools,
@@ -15,15 +15,14 @@ the same file. Sections:
 * one example per failing defect cell: the run that failed that very property, and
   the command that reproduces the cell.
 
-The chart (`chart.py`) needs matplotlib: it is drawn in this process when matplotlib
-is importable, else with the peers' Python, else skipped with a note.
+The chart (`chart.py`) needs matplotlib (the `check` extra): without it the chart is
+skipped with a note.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from importlib.util import find_spec
@@ -32,7 +31,6 @@ from typing import Any
 
 from toolwire.check import impls
 from toolwire.check.cases import KINDS, POLICIES
-from toolwire.check.profiles import SGLANG_DRIVING, VLLM_DRIVING, Cite
 from toolwire.check.properties import DEFECTS
 from toolwire.check.run import CaseResult, CheckResults
 
@@ -137,12 +135,6 @@ def _example(r: CaseResult, prop: str, command: Sequence[str]) -> list[str]:
     return lines
 
 
-def _driving(title: str, cites: Sequence[Cite]) -> list[str]:
-    lines = [f"{title}:", ""]
-    lines += [f"- `{c}` — {c.why}" for c in cites]
-    return [*lines, ""]
-
-
 def markdown(results: CheckResults, command: Sequence[str] = ("toolwire", "check")) -> str:
     """The whole report as Markdown."""
     base = _base(command)
@@ -209,10 +201,9 @@ def _setup(results: CheckResults) -> list[str]:
         lines.append(f"| {impl} | {fmt} | {'; '.join(settings)} |")
     lines.append("")
     names = {r.impl for r in results.results}
-    if "vllm" in names:
-        lines += _driving("vLLM's server code the run follows (under site-packages)", VLLM_DRIVING)
-    if "sglang" in names:
-        lines += _driving("SGLang's server code the run follows", SGLANG_DRIVING)
+    for ran in impls.IMPLS.values():
+        if ran.name in names:
+            lines += ran.driving()
     if results.skipped:
         lines += ["Not run:", ""]
         lines += [f"- {i} / {f}: {why}" for (i, f), why in results.skipped.items()]
@@ -348,11 +339,6 @@ def write_report(
 
         draw(data, png)
         written.append(png)
-    elif (python := impls.peer_python()) is not None:
-        cmd = [str(python), "-m", "toolwire.check.chart", str(data), str(png)]
-        subprocess.run(cmd, check=False, capture_output=True)
-        if png.is_file():
-            written.append(png)
     if png in written:
         note = "\n![defects per implementation and format](conformance.png)\n"
     else:

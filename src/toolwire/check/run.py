@@ -2,7 +2,7 @@
 
 Data flow::
 
-    formats x profiles --vocab--> tokenizer --prompts--> requests, stop ids
+    formats x setups --load--> tokenizer --prompts--> requests, stop ids
     --cases.generate--> cases (check_stops refuses any past a stop token)
     cases --impls.IMPLS[name].run--> outcomes per run
     outcomes --properties.judge / policy_outcome--> defects, policies --report--> Markdown
@@ -20,13 +20,11 @@ from pathlib import Path
 
 from toolwire import formats
 from toolwire.check import impls
-from toolwire.check import vllm_plugin as _vllm_plugin  # noqa: F401  (registers vllm+toolwire)
 from toolwire.check.cases import GROUPS, Case, check_stops, generate
 from toolwire.check.corpus import CATEGORIES, BfclCase, bfcl_folder, load_bfcl
-from toolwire.check.profiles import profile
 from toolwire.check.prompts import Prompter, stop_ids
 from toolwire.check.properties import Outcome, Verdict, judge, policy_outcome
-from toolwire.check.vocab import tokenizer_for
+from toolwire.check.setup import load, setup_for
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer
 
@@ -48,7 +46,7 @@ class CheckOptions:
     cases: Sequence[str] = ()
     #: Formats run at once (their peers' workers are separate processes).
     jobs: int = 1
-    #: format name -> tokenizer, overriding the profiles (a test suite's own cache).
+    #: format name -> tokenizer, overriding the setups' (a test suite's own cache).
     tokenizer: Callable[[str], Tokenizer] | None = None
 
 
@@ -124,12 +122,12 @@ def _format(
     """Every selected implementation on one format's cases."""
     out = CheckResults()
     fmt = formats.get(name)
-    prof = profile(name)
+    prof = setup_for(name)
     try:
         if options.tokenizer is not None:
             tok = options.tokenizer(name)
         else:
-            tok = tokenizer_for(prof.tokenizer, options.data)
+            tok = load(prof.tokenizer, options.data)
     except (UsageError, OSError) as exc:
         for skipped in options.impls:
             out.skipped[(skipped, name)] = f"no tokenizer: {exc}"

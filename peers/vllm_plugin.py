@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolwire.check import impls
+from peers.impls import PeerImpl
+from peers.profiles import PeerSpec
 from toolwire.check.cases import Case
-from toolwire.check.impls import PeerImpl, Target
-from toolwire.check.profiles import PeerSpec
+from toolwire.check.impls import Target
 
-__all__ = ["IMPL", "PluginImpl", "parser_spec"]
+__all__ = ["IMPL", "PLUGIN", "PluginImpl", "parser_spec"]
 
 IMPL = "vllm+toolwire"
 
@@ -46,6 +46,4 @@ class PluginImpl(PeerImpl):
         return [loaded, *super().settings(spec, cases, answer)]
 
 
-impls.register(
-    PluginImpl(IMPL, "toolwire's vLLM plugin through vLLM's streaming/non-streaming path")
-)
+PLUGIN = PluginImpl(IMPL, "toolwire's vLLM plugin through vLLM's streaming/non-streaming path")

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toolwire.check.setup import Setup
+
 __all__ = [
     "PROFILES",
     "SGLANG_DRIVING",
@@ -83,18 +85,10 @@ class PeerSpec:
 
 
 @dataclass(frozen=True)
-class Profile:
-    """A format's tokenizer, chat template, thinking switch, stop tokens and peers."""
+class Profile(Setup):
+    """A format's setup (its tokenizer: a folder or file under `<data>/tokenizers/`, or
+    `derived:<family>`; chat template, thinking switch, stop tokens) and its peers."""
 
-    #: A folder or file under `<data>/tokenizers/`, or `derived:<family>`.
-    tokenizer: str
-    #: The chat template, a file under `<data>/tokenizers/` (None: the tokenizer's).
-    template: str | None = None
-    #: The `chat_template_kwargs` key that switches thinking on or off, when the
-    #: template has one: a case with reasoning sends it True, others False.
-    thinking: str | None = None
-    #: Stop tokens (`generation_config.json` `eos_token_id`, as token text).
-    stops: tuple[str, ...] = ()
     vllm: PeerSpec | None = None
     sglang: PeerSpec | None = None
 

@@ -1,9 +1,9 @@
 """Runs a peer's parsers (vLLM or SGLang) the way its server runs them, per request.
 
 Runs in the peers' virtual environment (`.venv-bench`, see the Makefile), started by
-`toolwire check` / the benchmark as `python -m toolwire.check.worker`: one JSON job on
+`toolwire check` / the benchmark as `python -m peers.worker`: one JSON job on
 file in, one JSON answer file out. Every request setting is decided by the peer's own
-code, not by the caller (the file:line of each step is in `check/profiles.py`):
+code, not by the caller (the file:line of each step is in `peers/profiles.py`):
 
 * vLLM 0.33: the parser class from `ParserManager.get_parser`; per request a parser
   built with the request's `chat_template_kwargs`, given the prompt ids, and its
@@ -531,7 +531,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    """`python -m toolwire.check.worker JOB.json ANSWER.json`."""
+    """`python -m peers.worker JOB.json ANSWER.json`."""
     logging.disable(logging.CRITICAL)  # peers log every parse failure; outcomes say it
     with open(sys.argv[1], encoding="utf-8") as fh:
         job = json.load(fh)
