@@ -96,6 +96,8 @@ def run_check(options: CheckOptions, progress: Callable[[str], None] | None = No
     if bad:
         raise UsageError(f"unknown implementations {bad}; known: {', '.join(impls.IMPLS)}")
     names = list(options.formats) or formats.names()
+    for name in names:  # unknown names fail here, before any work (and any thread)
+        formats.get(name)
     folder = bfcl_folder(options.bfcl, options.data)
     corpus: dict[str, list[BfclCase]] = {c: load_bfcl(folder, c) for c in CATEGORIES}
     out = CheckResults()
