@@ -189,6 +189,7 @@ def _s(tool: str, reasoning: str | None = None, cite: Cite = _S_TOOLS) -> PeerSp
 _QWEN = ("<|im_end|>", "<|endoftext|>")  # Qwen3 generation_config: [151645, 151643]
 _DEEPSEEK = ("<｜end▁of▁sentence｜>",)
 _GLM = ("<|endoftext|>", "<|user|>", "<|observation|>")  # GLM-4.5/4.7: 151329/36/38
+_LLAMA3 = ("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>")  # Llama 3.1/3.2: 128001/8/9
 
 PROFILES: dict[str, Profile] = {
     "hermes": Profile(
@@ -248,11 +249,11 @@ PROFILES: dict[str, Profile] = {
     ),
     "llama3_json": Profile(
         "llama3", "llama3/meta-llama-Llama-3.1-8B-Instruct.jinja", None,
-        ("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"), _v("llama3_json"), _s("llama3"),
+        _LLAMA3, _v("llama3_json"), _s("llama3"),
     ),
     "pythonic": Profile(
         "llama3", "llama3/meta-llama-Llama-3.2-3B-Instruct.jinja", None,
-        ("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"), _v("pythonic"), _s("pythonic"),
+        _LLAMA3, _v("pythonic"), _s("pythonic"),
     ),
     "mistral": Profile(
         "mistral/tekken_240718.json.gz", None, None, ("</s>",), _v("mistral"), _s("mistral"),
