@@ -33,6 +33,7 @@ from toolwire.check.corpus import CATEGORIES, bfcl_folder, load_bfcl
 from toolwire.check.prompts import Prompter, stop_ids
 from toolwire.check.properties import Outcome, judge, policy_outcome
 from toolwire.check.report import markdown
+from toolwire.check.setup import Setup, load_folder, setup_for
 from toolwire.cli import main
 from toolwire.errors import UsageError
 
@@ -139,6 +140,16 @@ def test_a_peer_that_does_not_answer_is_reported(
     monkeypatch.setenv("TOOLWIRE_CHECK_TIMEOUT", "0.5")
     with pytest.raises(UsageError, match="gave no answer within"):
         call_worker({"cases": []}, "sglang")
+
+
+def test_a_format_without_a_registered_setup_uses_its_own_folder() -> None:
+    """The package's default setup: the tokenizer folder of the format's name, nothing
+    else; `peers` registers every format's profile (with its own loader)."""
+    assert setup_for("qwen3") is PROFILES["qwen3"]
+    assert setup_for("unregistered") == Setup("unregistered")
+    with pytest.raises(UsageError, match="no tokenizer at"):
+        load_folder("unregistered", data_dir())
+    assert "<|im_end|>" in load_folder("qwen3", data_dir()).added_tokens
 
 
 # -- stop tokens --------------------------------------------------------------------------

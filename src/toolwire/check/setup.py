@@ -19,7 +19,7 @@ from pathlib import Path
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer, load_tokenizer
 
-__all__ = ["Loader", "Setup", "load", "register_setups", "setup_for"]
+__all__ = ["Loader", "Setup", "load", "load_folder", "register_setups", "setup_for"]
 
 #: (tokenizer source, data folder) -> the tokenizer.
 Loader = Callable[[str, Path], Tokenizer]
