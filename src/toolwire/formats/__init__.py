@@ -1,21 +1,39 @@
-"""The format registry: one small module per model family, all run by `Parser`."""
+"""The format registry: one small module per model family, all run by `Parser`.
+
+Names: every format has one canonical name (`names()`); `aliases()` maps the other
+names users know (model names such as `glm5`, peers' parser names such as `qwen25`)
+to it. `get` accepts either, ignoring case and the separators `-`, `_`, `.` and
+spaces (`GLM-5.1` is `glm51`). A name is taken once: registering a format whose name,
+or one of whose aliases, spells like a taken name or alias is a `UsageError`.
+
+`detect(tokenizer)` picks a format from a chat template and a vocabulary
+(`toolwire.detect`, which renders templates and so sits above this package).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from toolwire.errors import UsageError
+from toolwire.formats.aliases import BUILTIN, spelling
+from toolwire.formats.detection import Detection
 from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject, RenderedCall
 
 if TYPE_CHECKING:
+    import os
+
     from toolwire.tokenizer import Tokenizer
 
 __all__ = [
     "CallContext",
     "CallSyntax",
+    "Detection",
     "Format",
     "Reject",
     "RenderedCall",
+    "aliases",
+    "detect",
     "get",
     "is_gated",
     "names",
@@ -23,33 +41,82 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, Format] = {}
+#: Every alias -> its canonical name (the built-in ones are known before any format loads).
+_ALIASES: dict[str, str] = dict(BUILTIN)
+#: The spelling of every taken name and alias -> the canonical name it stands for.
+_SPELLINGS: dict[str, str] = {spelling(a): c for a, c in BUILTIN.items()}
 _builtins_loaded = False
 
 
-def register(fmt: Format) -> Format:
+def register(fmt: Format, *, aliases: Sequence[str] = ()) -> Format:
     """Add a format to the registry (each format module calls this once; a custom
-    format may be registered at any time, before or after the built-ins load)."""
+    format may be registered at any time, before or after the built-ins load).
+
+    `aliases`: further names for it. A name or alias that spells like one already
+    taken (a format's name or an alias, built-in ones included) is a `UsageError`,
+    and nothing is registered.
+    """
+    _load()  # a custom name is checked against the built-ins' too
     if fmt.name in _REGISTRY:
         raise UsageError(f"format {fmt.name!r} is registered twice")
+    wanted = [fmt.name, *aliases]
+    seen: set[str] = set()
+    for name in wanted:
+        key = spelling(name) if isinstance(name, str) else ""
+        if not key:
+            raise UsageError(f"format names and aliases are non-empty strings, got {name!r}")
+        taken = _SPELLINGS.get(key)
+        if taken is not None or key in seen:
+            owner = repr(taken) if taken is not None else "this format already"
+            raise UsageError(
+                f"format name {name!r} is taken (it spells like a name of {owner}); "
+                "choose another name"
+            )
+        seen.add(key)
     _REGISTRY[fmt.name] = fmt
+    for name in wanted:
+        _SPELLINGS[spelling(name)] = fmt.name
+    _ALIASES.update(dict.fromkeys(aliases, fmt.name))
     return fmt
 
 
 def names() -> list[str]:
-    """The registered format names, sorted."""
+    """The registered format names (canonical ones only), sorted."""
     _load()
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> Format:
-    """The format called `name`; `UsageError` names the known ones otherwise."""
+def aliases() -> dict[str, str]:
+    """Every alias of a registered format -> its canonical name, sorted by alias."""
     _load()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UsageError(
-            f"unknown format {name!r}; known: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    return {a: c for a, c in sorted(_ALIASES.items()) if c in _REGISTRY}
+
+
+def get(name: str) -> Format:
+    """The format called `name` (a canonical name or an alias, in any case and with
+    any of the separators `-`, `_`, `.`); `UsageError` names the known ones otherwise."""
+    _load()
+    fmt = _REGISTRY.get(name) if isinstance(name, str) else None
+    if fmt is not None:
+        return fmt
+    canonical = _SPELLINGS.get(spelling(name)) if isinstance(name, str) else None
+    if canonical is not None and canonical in _REGISTRY:
+        return _REGISTRY[canonical]
+    raise UsageError(
+        f"unknown format {name!r}; known: {', '.join(sorted(_REGISTRY))} "
+        f"(and their aliases: {', '.join(aliases())})"
+    )
+
+
+def detect(tokenizer: Tokenizer, *, template: str | os.PathLike[str] | None = None) -> Detection:
+    """The format a chat template and a vocabulary say the model writes, with the
+    evidence, or no format and the reason (see `toolwire.detect`).
+
+    `template`: the template text or a `.jinja` path; by default the tokenizer's own.
+    """
+    from toolwire.detect import detect as run  # renders templates: a layer above
+
+    return run(tokenizer, template=template)
 
 
 def is_gated(fmt: Format | str, tokenizer: Tokenizer | None) -> bool:

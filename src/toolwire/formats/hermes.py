@@ -40,5 +40,8 @@ HERMES = register(
         call=("<tool_call>", "</tool_call>"),
         syntax=syntax,
         render=render,
+        # Hermes 2 Pro/3/4 and Qwen2.5 chat in ChatML: tells them from other families
+        # whose templates write the same `<tool_call>` JSON (detection only).
+        template_markers=("<|im_start|>",),
     )
 )

@@ -179,6 +179,10 @@ class Format:
     header: Header | None = None
     #: Calls introduced by no token (`call[0]` is then ""), or None.
     anchor: Anchor | None = None
+    #: Text the chat templates of this family write besides the delimiters (turn
+    #: markers such as ChatML's `<|im_start|>`). Only format detection reads it, to
+    #: tell this format from another that writes the same calls.
+    template_markers: tuple[str, ...] = ()
 
     def render_output(
         self,
