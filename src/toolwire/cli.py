@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from toolwire import formats
 from toolwire.check.command import add_check_parser
 from toolwire.errors import ToolwireError
 from toolwire.events import Event
@@ -41,8 +42,15 @@ def _cmd_parse(args: argparse.Namespace) -> int:
                 tools = json.load(fh)
             except ValueError as exc:
                 raise ToolwireError(f"{args.tools}: not a JSON tools list ({exc})") from exc
+    fmt = args.format
+    if fmt == "auto":
+        detection = formats.detect(tokenizer)
+        if detection.format is None:
+            raise ToolwireError(f"--format auto: no format detected ({detection.reason})")
+        fmt = detection.format.name
+        print(f"toolwire: format {fmt!r} detected: {detection.reason}", file=sys.stderr)
     parser = Parser(
-        args.format,
+        fmt,
         tokenizer,
         tools=tools,
         tool_choice=_tool_choice(args.tool_choice),
@@ -88,7 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = root.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("parse", help="parse model output from stdin into an OpenAI message")
-    p.add_argument("--format", required=True, help="output format (see toolwire.formats)")
+    p.add_argument(
+        "--format",
+        required=True,
+        help="output format: a name or an alias (see toolwire.formats), or 'auto' to "
+        "detect it from the tokenizer's chat template and vocabulary",
+    )
     p.add_argument("--tokenizer", required=True, help="tokenizer folder, file or hub id")
     p.add_argument("--tools", help="JSON file with the OpenAI tools list")
     p.add_argument("--tool-choice", default="auto", help="auto, none, required or a tool name")

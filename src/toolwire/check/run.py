@@ -95,9 +95,9 @@ def run_check(options: CheckOptions, progress: Callable[[str], None] | None = No
     bad = [i for i in options.impls if i not in impls.IMPLS]
     if bad:
         raise UsageError(f"unknown implementations {bad}; known: {', '.join(impls.IMPLS)}")
-    names = list(options.formats) or formats.names()
-    for name in names:  # unknown names fail here, before any work (and any thread)
-        formats.get(name)
+    # Unknown names fail here, before any work (and any thread); an alias becomes
+    # its canonical name.
+    names = [formats.get(n).name for n in options.formats] or formats.names()
     folder = bfcl_folder(options.bfcl, options.data)
     corpus: dict[str, list[BfclCase]] = {c: load_bfcl(folder, c) for c in CATEGORIES}
     out = CheckResults()

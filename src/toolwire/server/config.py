@@ -52,7 +52,13 @@ OPTIONS: tuple[Option, ...] = (
         "tokenizer folder or file (default: from the GGUF; "
         "required for vllm/sglang unless --model is a local folder)",
     ),
-    Option("--format", str, None, "output format (default: inferred from the tokenizer)"),
+    Option(
+        "--format",
+        str,
+        None,
+        "output format, a name or an alias (default, or 'auto': detected from the chat "
+        "template and the vocabulary)",
+    ),
     Option("--chat-template", str, None, "a .jinja chat template file (default: the model's)"),
     Option("--context", int, 4096, "context length of the embedded engine"),
     Option("--threads", int, None, "CPU threads of the embedded engine (default: all)"),

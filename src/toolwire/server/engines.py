@@ -2,33 +2,71 @@
 
 Inference, where the flags leave it open: the embedded engine's tokenizer comes from the
 GGUF; the bundled SmolLM2 runs `hermes` with the package's tool-aware ChatML template
-(its own template knows no tools); otherwise the format is read off the vocabulary and
-template (`<tool_call>` token: `qwen3_coder` when the template writes `<function=`,
-`qwen3` when it has `<think>`, else `hermes`).
+(its own template knows no tools). Otherwise (or with `--format auto`) the format is
+detected from the chat template the engine renders with and the vocabulary
+(`toolwire.formats.detect`); when detection names none, `hermes`. What was chosen, and
+why, is logged. A `--format` alias resolves to its canonical name.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+from toolwire import formats
 from toolwire.backends.base import Engine
 from toolwire.backends.bundled import BUNDLED_FORMAT, bundled_model, tool_template
 from toolwire.errors import UsageError
 from toolwire.server.config import ServerConfig
 from toolwire.tokenizer import Tokenizer, load_tokenizer
 
-__all__ = ["build_engine", "infer_format"]
+__all__ = ["DEFAULT_FORMAT", "build_engine", "choose_format", "infer_format"]
+
+log = logging.getLogger("toolwire.server")
+
+#: The format served when neither the flags nor detection name one.
+DEFAULT_FORMAT = "hermes"
 
 
-def infer_format(tokenizer: Tokenizer) -> str:
-    """The output format a vocabulary and its template suggest (default `hermes`)."""
-    template = tokenizer.chat_template or ""
-    if "<tool_call>" in tokenizer.added_tokens:
-        if "<function=" in template:
-            return "qwen3_coder"
-        if "<think>" in template or "<think>" in tokenizer.added_tokens:
-            return "qwen3"
-    return "hermes"
+def infer_format(tokenizer: Tokenizer, template: str | None = None) -> str:
+    """The format detection names for `tokenizer` and its template (or `template`),
+    else `DEFAULT_FORMAT`."""
+    found = formats.detect(tokenizer, template=template).format
+    return DEFAULT_FORMAT if found is None else found.name
+
+
+def choose_format(
+    config: ServerConfig, tokenizer: Tokenizer, template: str | None, *, bundled: bool = False
+) -> str:
+    """The canonical format to serve: `--format` (an alias resolved), else detected from
+    `template` (None: the tokenizer's own) and the vocabulary; logs what and why."""
+    if config.format is not None and config.format != "auto":
+        return formats.get(config.format).name
+    if bundled and config.format is None:
+        detection = formats.detect(tokenizer)  # the model's own template
+        log.info(
+            "format %r, the bundled model's (its tool template writes %s calls); detection "
+            "on the model's own template found %s: %s",
+            BUNDLED_FORMAT,
+            BUNDLED_FORMAT,
+            detection.name or "no format",
+            detection.reason,
+        )
+        return BUNDLED_FORMAT
+    detection = formats.detect(tokenizer, template=template)
+    if detection.format is None:
+        log.warning(
+            "format %r by default: detection found none (%s); pass --format to choose",
+            DEFAULT_FORMAT,
+            detection.reason,
+        )
+        for line in detection.evidence:
+            log.info("detection evidence: %s", line)
+        return DEFAULT_FORMAT
+    log.info("format %r detected: %s", detection.format.name, detection.reason)
+    for line in detection.evidence:
+        log.info("detection evidence: %s", line)
+    return detection.format.name
 
 
 def _template(config: ServerConfig) -> str | None:
@@ -52,7 +90,7 @@ def _llama(config: ServerConfig) -> Engine:
     template = _template(config)
     if template is None and (bundled or "tool" not in (tokenizer.chat_template or "")):
         template = tool_template()
-    fmt = config.format or (BUNDLED_FORMAT if bundled else infer_format(tokenizer))
+    fmt = choose_format(config, tokenizer, template, bundled=bundled)
     name = config.served_model_name or ("SmolLM2-135M-Instruct" if bundled else path.stem)
     return LlamaEngine(
         path,
@@ -74,8 +112,8 @@ def _remote(config: ServerConfig) -> Engine:
         raise UsageError(f"--engine {config.engine} needs --tokenizer (the model's folder)")
     tokenizer = load_tokenizer(source)
     model = config.model or Path(source).name
-    fmt = config.format or infer_format(tokenizer)
     template = _template(config)
+    fmt = choose_format(config, tokenizer, template)
     upstream = str(config.upstream)
     if config.engine == "vllm":
         return VllmEngine(

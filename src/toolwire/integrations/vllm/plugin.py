@@ -303,9 +303,15 @@ class ToolwireParser(VllmParser):  # type: ignore[misc]
 _UNIFIED: dict[str, type[ToolwireParser]] = {}
 
 
+def _registered() -> dict[str, str]:
+    """Each name registered without the prefix -> its canonical format: every format's
+    name and every alias (`toolwire_glm5` serves `glm47`)."""
+    return {**{name: name for name in formats.names()}, **formats.aliases()}
+
+
 def parser_names() -> list[str]:
-    """Every name this plugin registers (`toolwire_<format>`)."""
-    return [PREFIX + name for name in formats.names()]
+    """Every name this plugin registers (`toolwire_<format or alias>`)."""
+    return [PREFIX + name for name in _registered()]
 
 
 def _hook_parser_manager() -> None:
@@ -334,17 +340,19 @@ def _hook_parser_manager() -> None:
 
 
 def register() -> None:
-    """Register `toolwire_<format>` for every toolwire format (idempotent)."""
-    for fmt in formats.names():
-        name = PREFIX + fmt
+    """Register `toolwire_<format>` for every toolwire format, and `toolwire_<alias>`
+    for every alias of one (idempotent)."""
+    for registered, fmt in _registered().items():
+        name = PREFIX + registered
+        title = registered.title().replace("_", "").replace("-", "").replace(".", "")
         tool_cls = type(
-            f"Toolwire{fmt.title().replace('_', '')}ToolParser",
+            f"Toolwire{title}ToolParser",
             (ToolwireToolParser,),
             {"format": fmt, "__module__": __name__},
         )
         ToolParserManager.register_module(name, force=True, module=tool_cls)
         _UNIFIED[name] = type(
-            f"Toolwire{fmt.title().replace('_', '')}Parser",
+            f"Toolwire{title}Parser",
             (ToolwireParser,),
             {"tool_parser_cls": tool_cls, "__module__": __name__},
         )
