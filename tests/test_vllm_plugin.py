@@ -154,3 +154,33 @@ def test_plugin_through_vllm_033_serving_path_equals_toolwire() -> None:
         rows.setdefault(r.impl, []).append(dict(r.verdicts))
     assert rows["vllm+toolwire"] == rows["toolwire"]
     assert all(False not in v.values() for v in rows["toolwire"])
+
+
+_ALIASES_IN_VLLM = """
+from toolwire import formats
+from toolwire.integrations.vllm import plugin
+from vllm.tool_parsers import ToolParserManager
+
+plugin.register()
+names = plugin.parser_names()
+for alias, canonical in formats.aliases().items():
+    assert "toolwire_" + alias in names, alias
+    assert ToolParserManager.get_tool_parser("toolwire_" + alias).format == canonical, alias
+for name in formats.names():
+    assert ToolParserManager.get_tool_parser("toolwire_" + name).format == name, name
+print("ok")
+"""
+
+
+@pytest.mark.skipif(impls.peer_python() is None, reason="needs .venv-bench (vLLM 0.33)")
+def test_the_plugin_registers_every_alias_as_a_parser_name() -> None:
+    """`--tool-call-parser toolwire_glm5` serves glm47, and so on for every alias."""
+    done = subprocess.run(
+        [str(impls.peer_python()), "-c", _ALIASES_IN_VLLM],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PYTHONPATH": str(ROOT / "src")},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("ok")
