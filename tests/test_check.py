@@ -350,3 +350,11 @@ def test_peers_run_a_case_as_their_servers_do() -> None:
     rng = random.Random(0)
     sample = rng.choice(results.results)
     assert len(sample.runs) == len(sample.case.chunkings) + 1
+
+
+def test_check_takes_an_alias_and_reports_the_canonical_name() -> None:
+    options = CheckOptions(
+        data=data_dir(), formats=("qwen25",), impls=("toolwire",), groups=("echo",), limit=1
+    )
+    results = run_check(options)
+    assert results.results and {r.format for r in results.results} == {"hermes"}
