@@ -188,3 +188,22 @@ def test_a_name_or_alias_is_taken_once() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+_BUILTIN_FIRST = textwrap.dedent(
+    """
+    import toolwire.formats.hermes  # a format module imported before any lookup
+    from toolwire import formats
+
+    assert "hermes" in formats.names() and "qwen3" in formats.names()
+    print(len(formats.names()))
+    """
+)
+
+
+def test_a_builtin_format_module_imported_first_loads_the_rest() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _BUILTIN_FIRST], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == len(formats.names())

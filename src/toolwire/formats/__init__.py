@@ -53,10 +53,11 @@ def register(fmt: Format, *, aliases: Sequence[str] = ()) -> Format:
     format may be registered at any time, before or after the built-ins load).
 
     `aliases`: further names for it. A name or alias that spells like one already
-    taken (a format's name or an alias, built-in ones included) is a `UsageError`,
-    and nothing is registered.
+    taken (a registered format's name or any alias, the built-in ones included) is a
+    `UsageError`, and nothing is registered. (The built-in formats load on the first
+    lookup, so a custom format registered before it that takes a built-in's name fails
+    then.)
     """
-    _load()  # a custom name is checked against the built-ins' too
     if fmt.name in _REGISTRY:
         raise UsageError(f"format {fmt.name!r} is registered twice")
     wanted = [fmt.name, *aliases]
