@@ -79,6 +79,8 @@ MODEL_NAMES = {
 #: SGLang's spellings differ from toolwire's names only by separators.
 PEER_NAMES = {
     "qwen3_xml": "qwen3_coder",
+    "step3p5": "qwen3_coder",
+    "minimax_m2_append_think": "minimax_m2",
     "openai": "gpt_oss",
     "llama4_json": "llama3_json",
     "llama4_pythonic": "pythonic",

@@ -50,6 +50,10 @@ BUILTIN: dict[str, str] = {
     # MiMo-V2.5 cards serve it with `--tool-call-parser qwen3_xml`. (vLLM keeps MiMo's
     # values as verbatim strings; toolwire types them by the schema.)
     "mimo": "qwen3_coder",
+    # Step-3.5/3.7: vllm/parser/step3p5.py "use the Qwen3 XML tool-call grammar and
+    # <think> reasoning unchanged" (the template prefills `<think>`: in_reasoning);
+    # SGLang's `step3p5` is its Qwen3CoderDetector.
+    "step3p5": "qwen3_coder",
     # Hermes 4: `<tool_call>` JSON calls like Hermes 2/3, plus `<think>` reasoning (its
     # hybrid-reasoning model card): that is `qwen3` here (hermes calls + `<think>`),
     # which reads outputs without reasoning exactly as `hermes` does.
@@ -60,6 +64,7 @@ BUILTIN: dict[str, str] = {
     "qwen": "hermes",
     # Peer parser names for the same formats.
     "deepseek_r1": "deepseek_v3",  # vLLM's reasoning parser for R1, whose calls are V3's
+    "minimax_m2_append_think": "minimax_m2",  # vLLM's other M2 reasoning parser
     "openai": "gpt_oss",  # vLLM's gpt-oss tool parser
     "openai_gptoss": "gpt_oss",  # vLLM's gpt-oss reasoning parser
     "llama3": "llama3_json",  # SGLang's Llama 3.2 detector (JSON calls)
