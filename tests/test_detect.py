@@ -304,3 +304,17 @@ def test_parse_detects_with_format_auto(
         main(["parse", "--format", "auto", "--tokenizer", str(shared / "tokenizers/llama3")]) == 2
     )
     assert "no format detected (the tokenizer has no chat template" in capsys.readouterr().err
+
+
+def test_a_family_marker_that_is_absent_costs_nothing() -> None:
+    """hermes calls in Llama 3 turns (no ChatML): still hermes, though llama3_json,
+    which declares no markers, reads the JSON line too."""
+    template = (
+        "{%- for m in messages -%}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+        "{%- for c in m.tool_calls or [] -%}<tool_call>\n"
+        "{{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}"
+        "\n</tool_call>{%- endfor -%}{{ m.content or '' }}<|eot_id|>{%- endfor -%}"
+    )
+    found = formats.detect(tokenizer_for("llama3"), template=template)
+    assert found.name == "hermes", (found.reason, found.evidence)
+    assert "hermes: its family's markers are not: <|im_start|>" in found.evidence

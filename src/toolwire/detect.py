@@ -14,7 +14,7 @@ Data flow::
         written:  F's delimiters found in the text or the template's source
         missing:  F's delimiters found in neither
         tokens:   F's delimiters that are single added tokens of the vocabulary
-        markers:  F's `template_markers` found in the text or source, less those not
+        markers:  F's `template_markers` found in the text or the source
     rank the formats that read the call by (markers, verbatim, written - missing,
     tokens); one best -> that format; a tie -> None, naming the tied formats.
 
@@ -112,9 +112,10 @@ class _Score:
 
     @property
     def rank(self) -> tuple[int, bool, int, int]:
-        absent = len(self.fmt.template_markers) - len(self.markers)
+        # Markers only add: a family's templates are not all alike, and a format that
+        # declares none must not win over one whose markers are merely absent.
         balance = len(self.written) - len(self.missing)
-        return (len(self.markers) - absent, self.verbatim, balance, len(self.tokens))
+        return (len(self.markers), self.verbatim, balance, len(self.tokens))
 
     def evidence(self) -> tuple[str, ...]:
         name = self.fmt.name
