@@ -172,6 +172,7 @@ _COLLISIONS = textwrap.dedent(
     refused("Hermes", match="'hermes'")  # a built-in name, spelled otherwise
     refused("mine", aliases=("qwen25",), match="'hermes'")  # an alias that is taken
     refused("mine", aliases=("my-x", "my_x"), match="this format")  # twice in one call
+    refused("mine", aliases="mine2", match="sequence of names")
     assert "mine" not in formats.aliases().values()
 
     formats.register(dataclasses.replace(hermes, name="mine"), aliases=("my_alias",))

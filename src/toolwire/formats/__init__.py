@@ -60,6 +60,8 @@ def register(fmt: Format, *, aliases: Sequence[str] = ()) -> Format:
     """
     if fmt.name in _REGISTRY:
         raise UsageError(f"format {fmt.name!r} is registered twice")
+    if isinstance(aliases, str):
+        raise UsageError(f"aliases is a sequence of names, got the string {aliases!r}")
     wanted = [fmt.name, *aliases]
     seen: set[str] = set()
     for name in wanted:
@@ -95,7 +97,8 @@ def aliases() -> dict[str, str]:
 
 def get(name: str) -> Format:
     """The format called `name` (a canonical name or an alias, in any case and with
-    any of the separators `-`, `_`, `.`); `UsageError` names the known ones otherwise."""
+    any of the separators `-`, `_`, `.` and spaces); `UsageError` names the known ones
+    otherwise."""
     _load()
     fmt = _REGISTRY.get(name) if isinstance(name, str) else None
     if fmt is not None:
