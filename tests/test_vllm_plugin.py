@@ -172,11 +172,11 @@ print("ok")
 """
 
 
-@pytest.mark.skipif(impls.peer_python() is None, reason="needs .venv-bench (vLLM 0.33)")
+@pytest.mark.skipif(peer_python() is None, reason="needs .venv-bench (vLLM 0.33)")
 def test_the_plugin_registers_every_alias_as_a_parser_name() -> None:
     """`--tool-call-parser toolwire_glm5` serves glm47, and so on for every alias."""
     done = subprocess.run(
-        [str(impls.peer_python()), "-c", _ALIASES_IN_VLLM],
+        [str(peer_python()), "-c", _ALIASES_IN_VLLM],
         capture_output=True,
         text=True,
         check=False,
