@@ -210,3 +210,44 @@ def test_a_builtin_format_module_imported_first_loads_the_rest() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == len(formats.names())
+
+
+def test_threads_looking_up_first_all_see_every_builtin() -> None:
+    """The first lookups may come from several threads at once (`toolwire check
+    --jobs`, a server's workers): none may see a half-loaded registry."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_LOOKUPS_IN_THREADS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"] * 8
+
+
+_FIRST_LOOKUPS_IN_THREADS = textwrap.dedent(
+    """
+    import threading
+    from toolwire import formats
+
+    start = threading.Barrier(8)
+    wanted = ["glm47", "qwen3_coder", "gpt_oss", "mistral", "pythonic", "deepseek_v4",
+              "kimi_k2", "gemma4"]
+    results = []
+
+    def look(name):
+        start.wait()
+        try:
+            results.append(formats.get(name).name == name and len(formats.names()) >= 16)
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=look, args=(name,)) for name in wanted]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        print("ok" if result is True else repr(result))
+    """
+)

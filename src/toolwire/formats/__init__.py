@@ -12,6 +12,7 @@ or one of whose aliases, spells like a taken name or alias is a `UsageError`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,9 @@ _REGISTRY: dict[str, Format] = {}
 _ALIASES: dict[str, str] = dict(BUILTIN)
 #: The spelling of every taken name and alias -> the canonical name it stands for.
 _SPELLINGS: dict[str, str] = {spelling(a): c for a, c in BUILTIN.items()}
-_builtins_loaded = False
+_builtins_loaded = False  # the import of the built-ins has begun (in some thread)
+_builtins_ready = False  # ... and has finished: lookups need no lock from here on
+_loading = threading.RLock()  # reentrant: a built-in module imported mid-load may look up
 
 
 def register(fmt: Format, *, aliases: Sequence[str] = ()) -> Format:
@@ -132,10 +135,25 @@ def is_gated(fmt: Format | str, tokenizer: Tokenizer | None) -> bool:
 
 
 def _load() -> None:
-    global _builtins_loaded
-    if _builtins_loaded:
+    """Import the built-in formats once. Other threads wait until they are all
+    registered (a lookup never sees a half-filled registry); the importing thread
+    itself passes through, so a built-in module may import its siblings."""
+    global _builtins_loaded, _builtins_ready
+    if _builtins_ready:
         return
-    _builtins_loaded = True
+    with _loading:
+        if _builtins_loaded:
+            return
+        _builtins_loaded = True
+        try:
+            _import_builtins()
+        except BaseException:
+            _builtins_loaded = False
+            raise
+        _builtins_ready = True
+
+
+def _import_builtins() -> None:
     from toolwire.formats import (  # noqa: F401
         deepseek_v3,
         deepseek_v4,
