@@ -1,15 +1,25 @@
-"""Tokenizer loading and incremental detokenization on real vocabularies."""
+"""Tokenizer loading, the interface's two implementations, caches and detokenization."""
 
 from __future__ import annotations
 
+import gc
+import json
 import random
+import weakref
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
 
 import pytest
+from tokenizers import AddedToken, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer as Backend
 from tokenizers.decoders import DecodeStream
 
 from tests import cases
 from tests.conftest import data_dir, tokenizer_for
-from toolwire import Message, Parser, Tokenizer, UsageError, load_tokenizer
+from toolwire import Message, Parser, Tokenizer, UsageError, formats, lexicon, load_tokenizer
+from toolwire.tokenizer import HuggingFaceTokenizer, MistralTokenizer
 
 FAMILIES = ["qwen3", "deepseek_v3", "deepseek_v4", "gpt_oss", "llama3"]
 
@@ -114,3 +124,179 @@ def test_decodestream_vocabularies_flush_an_unfinished_character(chunk: int) -> 
         # the content is what decoding those ids gives, U+FFFD for the cut character.
         assert msg.content == tok.decode(ids[:-2])
         assert msg.content.endswith("café \ufffd\ufffd")
+
+
+# -- the interface and its two implementations ------------------------------------------
+
+
+def _byte_level_backend() -> Backend:
+    """A tiny byte-level BPE vocabulary (one id per byte, no merges) with hermes'
+    delimiters and an end-of-turn token added: no test data needed."""
+    vocab = {c: b for b, c in enumerate(pre_tokenizers.ByteLevel.alphabet())}
+    vocab = {c: i for i, c in enumerate(sorted(vocab, key=vocab.__getitem__))}
+    backend = Backend(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_tokens([AddedToken("<tool_call>"), AddedToken("</tool_call>")])
+    backend.add_special_tokens([AddedToken("<|im_end|>", special=True)])
+    return backend
+
+
+def _synthetic() -> Tokenizer:
+    return HuggingFaceTokenizer(_byte_level_backend(), {"eos_token": "<|im_end|>"}, name="tiny")
+
+
+@cache
+def _mistral() -> Tokenizer:
+    pytest.importorskip("mistral_common", reason="Mistral tokenizers need mistral-common")
+    return load_tokenizer(data_dir() / "tokenizers" / "mistral" / "tekken_240718.json.gz")
+
+
+IMPLEMENTATIONS: dict[str, tuple[type[Tokenizer], Callable[[], Tokenizer], str, str]] = {
+    # name: (class, tokenizer, a delimiter that is one added token, its format)
+    "hugging_face-tiny": (HuggingFaceTokenizer, _synthetic, "<tool_call>", "hermes"),
+    "hugging_face-qwen3": (
+        HuggingFaceTokenizer,
+        lambda: tokenizer_for("qwen3"),
+        "<tool_call>",
+        "hermes",
+    ),
+    "mistral-tekken": (MistralTokenizer, _mistral, "[TOOL_CALLS]", "mistral"),
+}
+
+
+@pytest.mark.parametrize("name", IMPLEMENTATIONS)
+def test_each_implementation_answers_the_whole_interface(name: str) -> None:
+    cls, make, delimiter, fmt = IMPLEMENTATIONS[name]
+    tok = make()
+    assert type(tok) is cls and isinstance(tok, Tokenizer) and not cls.__abstractmethods__
+    size = tok.vocab_size
+    assert tok.special_ids <= tok.added_ids and tok.eos_ids <= tok.added_ids
+    assert all(0 <= i < size for i in tok.added_ids)
+    assert set(tok.added_tokens.values()) <= tok.added_ids
+    eos = tok.token_string("eos_token")
+    assert eos is not None and tok.added_tokens[eos] in tok.eos_ids
+    assert tok.token_string("no_such_token") is None
+    # Added tokens: text <-> id both ways, special or not as the vocabulary says.
+    tid = tok.token_id(delimiter)
+    assert tid is not None and tid in tok.added_ids and tok.token_text(tid) == delimiter
+    assert tok.is_special(tid) == (tid in tok.special_ids)
+    # Encoding: delimiters by id, or spelled from ordinary ids; both decode to the text.
+    text = f"Hello café 日本 {delimiter} after"
+    matched, spelled = tok.encode(text), tok.encode(text, delimiters=False)
+    assert tid in matched and not set(spelled) & tok.added_ids
+    assert tok.decode(matched) == tok.decode(spelled) == text
+    assert tok.decode(matched, skip_special_tokens=True).startswith("Hello café")
+    # Incremental decoding agrees with decode, id by id; plain_texts with the detokenizer.
+    for ids in (matched, spelled):
+        detok = tok.detokenizer()
+        assert "".join(detok.step(i) for i in ids) + detok.flush() == text
+    plain = tok.plain_texts()
+    if plain is not None:
+        for i in random.Random(name).sample(sorted(plain), min(200, len(plain))):
+            assert i not in tok.added_ids and tok.detokenizer().step(i) == plain[i]
+    assert isinstance(tok.config, dict)
+    parser = Parser(fmt, tok, tools=cases.TOOLS)
+    assert parser.gated
+
+
+def test_mistral_has_no_backend_and_says_so() -> None:
+    with pytest.raises(UsageError, match="no `tokenizers` backend"):
+        _ = _mistral().backend
+
+
+def test_calling_the_interface_builds_the_hugging_face_implementation() -> None:
+    backend = _byte_level_backend()
+    tok = Tokenizer(backend, {"eos_token": "<|im_end|>"}, name="tiny")
+    assert type(tok) is HuggingFaceTokenizer and tok.name == "tiny"
+    assert tok.eos_ids == {tok.added_tokens["<|im_end|>"]}
+
+
+# -- what the caller passed is never changed -------------------------------------------
+
+
+def _snapshot(backend: Backend) -> dict[str, Any]:
+    return {
+        "json": backend.to_str(),
+        "size": backend.get_vocab_size(with_added_tokens=True),
+        "added": {i: str(t) for i, t in backend.get_added_tokens_decoder().items()},
+        "decoder": backend.decoder.__getstate__() if backend.decoder else None,
+        "padding": backend.padding,
+        "truncation": backend.truncation,
+    }
+
+
+def _declaring(backend: Backend, *extra: tuple[int, str]) -> dict[str, Any]:
+    """A `tokenizer_config.json` declaring tokens the backend lacks (id, text)."""
+    return {
+        "eos_token": "<|im_end|>",
+        "added_tokens_decoder": {str(i): {"content": t, "special": True} for i, t in extra},
+    }
+
+
+@pytest.mark.parametrize("settings", ["plain", "padding and truncation set"])
+def test_a_callers_backend_is_unchanged(settings: str) -> None:
+    backend = _byte_level_backend()
+    if settings != "plain":
+        backend.enable_padding(length=64, pad_id=3)
+        backend.enable_truncation(max_length=64)
+    size = backend.get_vocab_size(with_added_tokens=True)
+    before = _snapshot(backend)
+    tok = Tokenizer(backend, _declaring(backend, (size, "<|call|>"), (size + 1, "<|end|>")))
+    assert _snapshot(backend) == before
+    # The tokenizer still has what the config declares, matched by id.
+    assert tok.token_id("<|call|>") == size and tok.token_id("<|end|>") == size + 1
+    assert {size, size + 1} <= tok.special_ids and tok.vocab_size == size + 2
+    assert tok.encode("a<|call|>b") == [*tok.encode("a"), size, *tok.encode("b")]
+    # Encoding and detokenizing leave it alone too.
+    tok.encode("x", delimiters=False)
+    tok.detokenizer().step(0)
+    assert _snapshot(backend) == before
+
+
+def test_a_rejected_config_leaves_the_callers_backend_unchanged() -> None:
+    backend = _byte_level_backend()
+    size = backend.get_vocab_size(with_added_tokens=True)
+    before = _snapshot(backend)
+    with pytest.raises(UsageError, match="without gaps"):
+        Tokenizer(backend, _declaring(backend, (size, "<|call|>"), (size + 5, "<|end|>")))
+    assert _snapshot(backend) == before
+
+
+def test_loading_adds_declared_tokens(tmp_path: Path) -> None:
+    backend = _byte_level_backend()
+    size = backend.get_vocab_size(with_added_tokens=True)
+    (tmp_path / "tokenizer.json").write_text(backend.to_str(), encoding="utf-8")
+    config = _declaring(backend, (size, "<|call|>"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    tok = load_tokenizer(tmp_path)
+    assert tok.token_id("<|call|>") == size and size in tok.special_ids
+    assert tok.eos_ids == {tok.added_tokens["<|im_end|>"]}
+
+
+# -- per-vocabulary caches ---------------------------------------------------------------
+
+
+def test_caches_are_shared_by_parsers_and_dropped_with_their_tokenizer() -> None:
+    fmt = formats.get("hermes")
+    tok = _synthetic()
+    first = Parser(fmt, tok, tools=cases.TOOLS)
+    assert first.gated
+    assert lexicon.lexicon(fmt, tok) is lexicon.lexicon(fmt, tok)
+    assert lexicon.tables(fmt, tok, "ids") is lexicon.tables(fmt, tok, "ids")
+    assert lexicon.tables(fmt, tok, "ids") is not lexicon.tables(fmt, tok, "text")
+    other = _synthetic()  # an equal vocabulary is another tokenizer: its own entries
+    assert lexicon.lexicon(fmt, other) is not lexicon.lexicon(fmt, tok)
+    events = Parser(fmt, tok, tools=cases.TOOLS).feed(
+        tok.encode(
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+        )
+    )
+    assert Message.from_events(events).tool_calls[0].name == "get_weather"
+    held = len(lexicon._LEXICONS), len(lexicon._TABLES)
+    gone = weakref.ref(tok)
+    del tok, first, events
+    gc.collect()
+    assert gone() is None  # the caches do not keep a tokenizer alive
+    assert (len(lexicon._LEXICONS), len(lexicon._TABLES)) == (held[0] - 1, held[1] - 1)
+    assert lexicon.lexicon(fmt, other).gated_forms is not None

@@ -5,9 +5,9 @@ Data flow::
     (Format, Tokenizer)            -> Lexicon     which delimiters are token ids here
     (Lexicon, mode)                -> Tables      what each parser state searches for
 
-Both are pure functions of their inputs, so they are memoized on the tokenizer
-(`Tokenizer.memo`): building a `Parser` per request then costs a dictionary lookup,
-not a pass over the vocabulary's added tokens.
+Both are pure functions of their inputs, so they are memoized per tokenizer here
+(`_LEXICONS`, `_TABLES`: weakly keyed, dropped with the tokenizer): building a `Parser`
+per request then costs a dictionary lookup, not a pass over the vocabulary's added tokens.
 
 Structural text. In "ids" mode a delimiter's token id becomes a sentinel character, a
 lone surrogate (U+D800 + k), which no decoded UTF-8 can contain: the same characters
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -87,6 +88,14 @@ class Lexicon:
     drop: frozenset[int]
 
 
+#: Per tokenizer: format -> its lexicon; (format, mode) -> its tables. Weakly keyed,
+#: so a tokenizer's entries go when it does (the tokenizer holds no cache of ours).
+_LEXICONS: weakref.WeakKeyDictionary[Tokenizer, dict[Format, Lexicon]] = weakref.WeakKeyDictionary()
+_TABLES: weakref.WeakKeyDictionary[Tokenizer, dict[tuple[Format, str], Tables]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def is_gated(fmt: Format, tokenizer: Tokenizer | None) -> bool:
     """True when every delimiter that opens call structure is a token of `tokenizer`,
     so structure is decided by id (never for calls no token opens, `Format.anchor`)."""
@@ -94,14 +103,15 @@ def is_gated(fmt: Format, tokenizer: Tokenizer | None) -> bool:
 
 
 def lexicon(fmt: Format, tokenizer: Tokenizer | None) -> Lexicon:
-    """Resolve `fmt` against `tokenizer` (memoized on the tokenizer)."""
+    """Resolve `fmt` against `tokenizer` (memoized per tokenizer)."""
     if tokenizer is None:
         return Lexicon(None, {}, {}, frozenset(), frozenset())
-    key = ("lexicon", fmt)
-    found = tokenizer.memo.get(key)
+    memo = _LEXICONS.get(tokenizer)
+    if memo is None:
+        memo = _LEXICONS[tokenizer] = {}
+    found = memo.get(fmt)
     if found is None:
-        found = tokenizer.memo[key] = _resolve(fmt, tokenizer)
-    assert isinstance(found, Lexicon)
+        found = memo[fmt] = _resolve(fmt, tokenizer)
     return found
 
 
@@ -180,13 +190,14 @@ class Tables:
 
 
 def tables(fmt: Format, tokenizer: Tokenizer | None, mode: str) -> Tables:
-    """The search tables for a parser (memoized on the tokenizer when there is one)."""
-    key = ("tables", fmt, mode)
+    """The search tables for a parser (memoized per tokenizer when there is one)."""
     if tokenizer is not None:
-        found = tokenizer.memo.get(key)
+        memo = _TABLES.get(tokenizer)
+        if memo is None:
+            memo = _TABLES[tokenizer] = {}
+        found = memo.get((fmt, mode))
         if found is None:
-            found = tokenizer.memo[key] = _tables(fmt, lexicon(fmt, tokenizer), mode)
-        assert isinstance(found, Tables)
+            found = memo[fmt, mode] = _tables(fmt, lexicon(fmt, tokenizer), mode)
         return found
     return _tables(fmt, lexicon(fmt, None), mode)
 

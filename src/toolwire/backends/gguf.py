@@ -22,7 +22,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
 from toolwire.errors import UsageError
-from toolwire.tokenizer import Tokenizer
+from toolwire.tokenizer import HuggingFaceTokenizer, Tokenizer
 
 __all__ = ["read_metadata", "tokenizer_from_gguf"]
 
@@ -139,4 +139,4 @@ def tokenizer_from_gguf(path: str | Path, metadata: dict[str, Any] | None = None
         index = meta.get(f"tokenizer.ggml.{key}_token_id")
         if isinstance(index, int) and 0 <= index < len(tokens):
             config[f"{key}_token"] = tokens[index]
-    return Tokenizer(backend, config, name=str(path))
+    return HuggingFaceTokenizer(backend, config, name=str(path))

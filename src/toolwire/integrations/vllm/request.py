@@ -29,7 +29,7 @@ from toolwire.events import Event
 from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
 from toolwire.grammar.policy import loosen
 from toolwire.parser import Parser
-from toolwire.tokenizer import Tokenizer, load_tokenizer
+from toolwire.tokenizer import HuggingFaceTokenizer, Tokenizer, load_tokenizer
 
 __all__ = [
     "RequestParse",
@@ -78,7 +78,7 @@ def bridge_tokenizer(vllm_tokenizer: Any) -> Tokenizer:
             if isinstance(value := getattr(vllm_tokenizer, key, None), str)
         }
         template = getattr(vllm_tokenizer, "chat_template", None)
-        tok = Tokenizer(
+        tok = HuggingFaceTokenizer(
             _Backend.from_str(backend.to_str()),
             config,
             chat_template=template if isinstance(template, str) else None,
