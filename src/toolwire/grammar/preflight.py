@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import weakref
 from functools import lru_cache
 from typing import Any
 
@@ -58,7 +59,8 @@ def _check_text(text: str) -> str | None:
     return None
 
 
-_INFOS: dict[int, tuple[Tokenizer, Any]] = {}
+#: One `TokenizerInfo` per tokenizer, dropped with it (as the lexicon's caches are).
+_INFOS: weakref.WeakKeyDictionary[Tokenizer, Any] = weakref.WeakKeyDictionary()
 
 
 def tokenizer_info(tokenizer: Tokenizer) -> Any:
@@ -66,16 +68,16 @@ def tokenizer_info(tokenizer: Tokenizer) -> Any:
     xgr = _xgrammar()
     if xgr is None:
         raise ImportError("xgrammar is not installed (pip install 'toolwire[grammar]')")
-    cached = _INFOS.get(id(tokenizer))
-    if cached is not None and cached[0] is tokenizer:
-        return cached[1]
+    cached = _INFOS.get(tokenizer)
+    if cached is not None:
+        return cached
     fast = importlib.import_module("transformers").PreTrainedTokenizerFast(
         tokenizer_object=tokenizer.backend
     )
     info = xgr.TokenizerInfo.from_huggingface(
         fast, vocab_size=tokenizer.vocab_size, stop_token_ids=sorted(tokenizer.eos_ids) or None
     )
-    _INFOS[id(tokenizer)] = (tokenizer, info)
+    _INFOS[tokenizer] = info
     return info
 
 
