@@ -3,7 +3,13 @@
 Data flow::
 
     (Format, Tokenizer)            -> Lexicon     which delimiters are token ids here
-    (Lexicon, mode)                -> Tables      what each parser state searches for
+    (Lexicon, mode)                -> Tables      what each parser state searches for,
+                                                  and what each match does there
+
+The machine's transitions are one table, `TRANSITIONS`: (state, role) -> action, an
+explicit entry for every pair. A format only says which structural forms play which
+role; `Tables.transitions` composes the two once, (state, form) -> action, resolving a
+form that plays several roles by that state's precedence (`PRECEDENCE`).
 
 Both are pure functions of their inputs, so they are memoized per tokenizer here
 (`_LEXICONS`, `_TABLES`: weakly keyed, dropped with the tokenizer): building a `Parser`
@@ -26,7 +32,19 @@ from dataclasses import dataclass
 from toolwire.formats.spec import Format
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["Lexicon", "Scanner", "State", "Tables", "lexicon", "tables"]
+__all__ = [
+    "PRECEDENCE",
+    "TRANSITIONS",
+    "Action",
+    "Lexicon",
+    "Mode",
+    "Role",
+    "Scanner",
+    "State",
+    "Tables",
+    "lexicon",
+    "tables",
+]
 
 SENTINEL_BASE = 0xD800  # lone surrogates: never produced by decoding UTF-8
 _MARKUP_SHAPED = re.compile(r"^(<.*>|\[.*\]|<\|.*|.*\|>)$", re.S)
@@ -40,6 +58,120 @@ class State(enum.IntEnum):
     SECTION = 2
     CALL = 3
     HEADER = 4
+
+
+class Mode(enum.StrEnum):
+    """What a parser is fed: token ids (delimiters matched by id where the vocabulary
+    has them) or text (delimiters matched as text)."""
+
+    IDS = "ids"
+    TEXT = "text"
+
+
+class Role(enum.Enum):
+    """What a delimiter is in a format (`Format` names one or more per role)."""
+
+    REASONING_OPEN = "reasoning.open"
+    REASONING_CLOSE = "reasoning.close"
+    SECTION_OPEN = "section.open"
+    SECTION_CLOSE = "section.close"
+    CALL_OPEN = "call.open"
+    CALL_CLOSE = "call.close"
+    #: A call's or a header's inner mark (`Format.marks`, `Header.marks`).
+    MARK = "mark"
+    #: Any of `Header.opens`; inside a header, only the first (a new message).
+    HEADER_OPEN = "header.open"
+    HEADER_CLOSE = "header.close"
+    HEADER_END = "header.end"
+    #: One of `Anchor.after`: an anchored call may begin after it.
+    AFTER = "anchor.after"
+
+
+class Action(enum.Enum):
+    """What the machine does with a delimiter (a handler of `Parser` each)."""
+
+    OPEN_REASONING = "open reasoning"
+    CLOSE_REASONING = "close reasoning"
+    OPEN_SECTION = "open section (held until a call of it is returned)"
+    CLOSE_SECTION = "close section (markup if structural, else released whole)"
+    OPEN_CALL = "open call"
+    CLOSE_CALL = "close call (commit or release it)"
+    #: CALL: a new call begins; the open body did not close.
+    NEXT_CALL = "end the body unclosed, then act in the new state"
+    #: CALL: a delimiter the body cannot hold ends it.
+    END_BODY = "end the body closed, then act in the new state"
+    #: CALL: a section close with no section open closes nothing: body text.
+    SECTION_CLOSE_IN_CALL = "body text without a section, else end the body"
+    OPEN_HEADER = "open header"
+    NEW_HEADER = "the header so far is markup; a new one begins"
+    DROP_HEADER = "the header is markup; back to content"
+    ENTER_BODY = "route the message body as the header says"
+    END_MESSAGE = "a message body ends: back to content"
+    LINE_START = "an anchored call may begin here"
+    #: Outside a call body an inner mark is text.
+    TEXT = "text"
+    #: Inside a section: a delimiter that is not a mark, held as markup.
+    SECTION_MARKUP = "section markup"
+    #: Inside a section: an inner mark, held as text.
+    SECTION_TEXT = "section text"
+    #: A delimiter that does not act where it stands (a stray closer): markup.
+    CONSUME = "consumed markup"
+
+
+_OUTSIDE = (Role.CALL_OPEN, Role.HEADER_OPEN, Role.HEADER_END, Role.AFTER)
+
+#: Per state, the order in which a form that plays several roles takes one (roles not
+#: listed come after, in `Role` order; their actions there are all alike).
+PRECEDENCE: Mapping[State, tuple[Role, ...]] = {
+    State.CONTENT: (*_OUTSIDE, Role.SECTION_OPEN, Role.REASONING_OPEN, Role.MARK),
+    State.REASONING: (*_OUTSIDE, Role.SECTION_OPEN, Role.REASONING_CLOSE, Role.MARK),
+    State.SECTION: (*_OUTSIDE, Role.SECTION_CLOSE, Role.MARK),
+    State.CALL: (Role.CALL_CLOSE, Role.SECTION_CLOSE, Role.CALL_OPEN),
+    State.HEADER: (Role.HEADER_CLOSE, Role.HEADER_OPEN),
+}
+
+
+def _transitions() -> dict[tuple[State, Role], Action]:
+    table: dict[tuple[State, Role], Action] = {}
+    for state in (State.CONTENT, State.REASONING, State.SECTION):
+        table.update(
+            {
+                (state, Role.CALL_OPEN): Action.OPEN_CALL,
+                (state, Role.HEADER_OPEN): Action.OPEN_HEADER,
+                (state, Role.HEADER_END): Action.END_MESSAGE,
+                (state, Role.AFTER): Action.LINE_START,
+                (state, Role.MARK): Action.TEXT,
+                (state, Role.SECTION_OPEN): Action.OPEN_SECTION,
+                (state, Role.SECTION_CLOSE): Action.CONSUME,
+                (state, Role.REASONING_OPEN): Action.CONSUME,
+                (state, Role.REASONING_CLOSE): Action.CONSUME,
+                (state, Role.CALL_CLOSE): Action.CONSUME,
+                (state, Role.HEADER_CLOSE): Action.CONSUME,
+            }
+        )
+    table[State.CONTENT, Role.REASONING_OPEN] = Action.OPEN_REASONING
+    table[State.REASONING, Role.REASONING_CLOSE] = Action.CLOSE_REASONING
+    for role in (Role.SECTION_OPEN, Role.REASONING_OPEN, Role.REASONING_CLOSE):
+        table[State.SECTION, role] = Action.SECTION_MARKUP
+    table[State.SECTION, Role.CALL_CLOSE] = Action.SECTION_MARKUP
+    table[State.SECTION, Role.HEADER_CLOSE] = Action.SECTION_MARKUP
+    table[State.SECTION, Role.SECTION_CLOSE] = Action.CLOSE_SECTION
+    table[State.SECTION, Role.MARK] = Action.SECTION_TEXT
+    for role in Role:
+        table[State.CALL, role] = Action.END_BODY
+        table[State.HEADER, role] = Action.DROP_HEADER
+    table[State.CALL, Role.CALL_CLOSE] = Action.CLOSE_CALL
+    table[State.CALL, Role.SECTION_CLOSE] = Action.SECTION_CLOSE_IN_CALL
+    table[State.CALL, Role.CALL_OPEN] = Action.NEXT_CALL
+    table[State.HEADER, Role.HEADER_CLOSE] = Action.ENTER_BODY
+    table[State.HEADER, Role.HEADER_OPEN] = Action.NEW_HEADER
+    return table
+
+
+#: The machine: what each delimiter role does in each state. Every pair has an entry.
+#: CONTENT, REASONING and SECTION act alike on what opens structure; a section holds
+#: any other delimiter (a mark as text); a call ends at anything it cannot hold.
+TRANSITIONS: Mapping[tuple[State, Role], Action] = _transitions()
 
 
 class Scanner:
@@ -187,6 +319,16 @@ class Tables:
     #: States where ordinary text never begins a delimiter, so ordinary ids need no
     #: scan (performance only: the result is the scan's).
     fast: frozenset[State]
+    #: Per state, each form its scanner can match -> the role it plays there.
+    roles: Mapping[State, Mapping[str, Role]]
+    #: (state, form) -> action: `TRANSITIONS` through `roles`, for every form a
+    #: state's scanner can match.
+    transitions: Mapping[tuple[State, str], Action]
+    #: Gated, in "ids" mode: finds the delimiters that open call structure
+    #: (`Format.entries`) spelled as text, which the machine never matches (echoes).
+    echo: Scanner | None
+    #: The character every echo begins with, or "" when they differ (a cheap test).
+    echo_lead: str
 
 
 def tables(fmt: Format, tokenizer: Tokenizer | None, mode: str) -> Tables:
@@ -243,6 +385,31 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         State.HEADER: [*h_opens[:1], *h_ends, *([h_close] if h_close else [])],
     }
     scanners = {state: Scanner(patterns) for state, patterns in table.items()}
+    inner = frozenset(form(m) for m in (*fmt.marks, *(header.marks if header else ())))
+    members: dict[Role, frozenset[str]] = {
+        Role.REASONING_OPEN: frozenset(form(o) for o, _ in fmt.reasoning_pairs),
+        Role.REASONING_CLOSE: frozenset(form(c) for _, c in fmt.reasoning_pairs),
+        Role.SECTION_OPEN: frozenset({s_open}),
+        Role.SECTION_CLOSE: frozenset({s_close}),
+        Role.CALL_OPEN: frozenset({c_open} if c_open else ()),
+        Role.CALL_CLOSE: frozenset({c_close} if c_close else ()),
+        Role.MARK: inner,
+        Role.HEADER_OPEN: frozenset(h_opens),
+        Role.HEADER_CLOSE: frozenset({h_close} if h_close else ()),
+        Role.HEADER_END: h_ends,
+        Role.AFTER: frozenset(form(a) for a in fmt.anchor.after) if fmt.anchor else frozenset(),
+    }
+    roles = {
+        state: {p: _role(state, p, members, h_opens) for p in patterns if p}
+        for state, patterns in table.items()
+    }
+    transitions = {
+        (state, p): TRANSITIONS[state, role]
+        for state, found in roles.items()
+        for p, role in found.items()
+    }
+    entries = [e for e in fmt.entries if e] if gated else []
+    leads = {e[0] for e in entries}
     fast = frozenset(
         state
         for state, scanner in scanners.items()
@@ -254,9 +421,9 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         forms=forms,
         id_forms=id_forms,
         to_literal=to_literal,
-        inner=frozenset(form(m) for m in (*fmt.marks, *(header.marks if header else ()))),
-        r_opens=frozenset(form(o) for o, _ in fmt.reasoning_pairs),
-        r_closes=frozenset(form(c) for _, c in fmt.reasoning_pairs),
+        inner=inner,
+        r_opens=members[Role.REASONING_OPEN],
+        r_closes=members[Role.REASONING_CLOSE],
         s_open=s_open,
         s_close=s_close,
         c_open=c_open,
@@ -264,8 +431,29 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         h_opens=h_opens,
         h_close=h_close,
         h_ends=h_ends,
-        after=frozenset(form(a) for a in fmt.anchor.after) if fmt.anchor else frozenset(),
+        after=members[Role.AFTER],
         marks={m: form(m) for m in fmt.marks},
         scanners=scanners,
         fast=fast,
+        roles=roles,
+        transitions=transitions,
+        echo=Scanner(entries) if entries else None,
+        echo_lead=leads.pop() if len(leads) == 1 else "",
     )
+
+
+def _role(
+    state: State, pattern: str, members: Mapping[Role, frozenset[str]], h_opens: Sequence[str]
+) -> Role:
+    """The role `pattern` plays in `state`: of the roles it has, the first by the
+    state's precedence. Inside a header only the first header opener opens (the
+    header scanner searches no other)."""
+    found = [
+        role
+        for role, forms in members.items()
+        if pattern in forms
+        and not (state is State.HEADER and role is Role.HEADER_OPEN and pattern != h_opens[0])
+    ]
+    assert found, f"{pattern!r} has no role"
+    order = PRECEDENCE[state]
+    return min(found, key=lambda r: order.index(r) if r in order else len(order))

@@ -57,7 +57,7 @@ Rules this module keeps (DESIGN.md's invariants):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolwire.errors import MalformedOutput, UsageError
@@ -71,12 +71,12 @@ from toolwire.events import (
 )
 from toolwire.formats import get as get_format
 from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject
-from toolwire.lexicon import Scanner, State, is_gated, lexicon, tables
+from toolwire.lexicon import Action, Mode, Scanner, State, Tables, is_gated, lexicon, tables
 from toolwire.message import Message
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import Tools
 
-__all__ = ["Parser", "parse"]
+__all__ = ["Parser", "ParserStats", "parse"]
 
 
 _Snapshot = tuple[bool, str, bool, str, str]
@@ -156,13 +156,41 @@ class _Section:
         self.structural = False
 
 
+class _Header:
+    """Payload of the HEADER state: a message header (harmony), routed when it closes."""
+
+    __slots__ = ("before", "parts")
+
+    def __init__(self, opener: str, before: _Snapshot | None) -> None:
+        self.parts = [opener]  # the header's structural text so far
+        #: Content's state when the header began there (None from reasoning): a call
+        #: the header routes is released back to it.
+        self.before = before
+
+
+class _Anchor:
+    """Where a call that no token opens may begin (`Format.anchor`; CONTENT only)."""
+
+    __slots__ = ("begins", "line")
+
+    def __init__(self, begins: str) -> None:
+        self.begins = begins
+        self.line = True  # at a line start: an anchored body may begin here
+
+
 class _Call:
-    """Payload of the CALL state: one call, held or streaming."""
+    """Payload of the CALL state: one call, and its lifecycle.
+
+    Held (the default): the body is collected (`take`) and parsed once, by `verdict`,
+    when it ends; then the parser commits it (`commit`) or releases its `text`.
+    Streaming: the body is parsed as it comes; once its name is declared it begins
+    (`begin`), streams argument fragments (`stream`) and ends (`end`), valid or not.
+    """
 
     __slots__ = (
         "before",
         "begun",
-        "body",
+        "closer",
         "held",
         "index",
         "provisional",
@@ -177,17 +205,156 @@ class _Call:
         opener: str,
         resume: State,
         before: _Snapshot,
+        *,
         provisional: bool,
+        held: bool,
     ) -> None:
         self.syntax = syntax
-        self.raw = [opener]  # structural text of the whole call, for release as content
-        self.body: list[str] = []  # body text not yet fed to the syntax (held calls)
+        #: Structural text of the call, opener first: released as content if it fails.
+        #: While held, raw[1:] is the body not yet fed to the syntax.
+        self.raw = [opener]
+        self.closer = ""  # the closing delimiter, once it came
         self.resume = resume  # the state to return to if the call is released
         self.before = before  # the interrupted run's state, restored on release
         self.provisional = provisional
+        self.held = held
         self.begun = False  # ToolCallBegin emitted (streaming only)
-        self.held = True  # collected now, parsed when the call closes (see _open_call)
         self.index = -1
+
+    def take(self, text: str) -> int:
+        """Body text: held, collected; else fed to the syntax now. Returns how much the
+        body took (less than all only once a self-ending body has ended)."""
+        if self.held:
+            self.raw.append(text)
+            return len(text)
+        used = self.syntax.feed(text)
+        self.raw.append(text[:used])
+        return used
+
+    def close(self, closer: str) -> None:
+        self.closer = closer
+
+    def text(self) -> str:
+        """Every character the call held, in structural form."""
+        return "".join(self.raw) + self.closer
+
+    def verdict(
+        self, tools: Tools, made: int, *, closed: bool, cut: bool, anchored: bool
+    ) -> tuple[str, str]:
+        """Why this call cannot be returned ('' when it can), and, for a call not yet
+        begun, its whole arguments text. `made`: calls returned before it.
+
+        A body that did not end (its closing delimiter, or a self-ending body's own end,
+        never came) is a call only when the output stopped by itself and its arguments
+        are complete for the schema; never when the output was `cut` off."""
+        syntax = self.syntax
+        if self.held and len(self.raw) > 1:
+            syntax.feed("".join(self.raw[1:]))
+        # A call that no token opens (`Format.anchor`) ends with its own closing
+        # bracket: a body its syntax accepts has ended, whatever follows.
+        ended = closed or anchored
+        try:
+            if not closed and self.provisional:
+                raise Reject("the call was cut off before its closing delimiter")
+            if not ended and cut and not self.begun:
+                raise Reject("the output was cut off by the length limit inside the call")
+            syntax.close()
+        except Reject as exc:
+            return str(exc) or "malformed tool call", ""
+        name = syntax.name
+        if name is None:
+            return "the call names no tool", ""
+        if self.begun:
+            return "", ""
+        if not tools.accepts(name):
+            return f"tool {name!r} is not declared", ""
+        if not tools.parallel and made > 0:
+            return "parallel_tool_calls is false and a call was already made", ""
+        arguments = syntax.arguments()
+        if not ended:
+            missing = tools.incomplete(name, arguments)
+            if missing:
+                return f"the call did not end and {missing}", ""
+        return "", arguments
+
+    def begin(self, index: int, ids: Callable[[int], str], out: list[Event]) -> None:
+        """Streaming: the name is known and declared; the call is returned as it comes."""
+        name = self.syntax.name
+        assert name is not None
+        self.begun = True
+        self.index = index
+        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), name))
+
+    def stream(self, out: list[Event]) -> None:
+        """Streaming: the argument text that became final since the last fragment."""
+        fragment = self.syntax.arguments()
+        if fragment:
+            out.append(ToolCallArguments(self.index, fragment))
+
+    def end(self, reason: str, out: list[Event]) -> None:
+        """Streaming: the body ended; the call stays a call, valid only without `reason`."""
+        if not reason:
+            self.stream(out)
+        out.append(ToolCallEnd(self.index, valid=not reason))
+
+    def commit(
+        self, index: int, ids: Callable[[int], str], arguments: str, out: list[Event]
+    ) -> None:
+        """Held: the call is returned whole."""
+        name = self.syntax.name
+        assert name is not None
+        self.index = index
+        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), name))
+        if arguments:
+            out.append(ToolCallArguments(index, arguments))
+        out.append(ToolCallEnd(index))
+
+
+class _Echoes:
+    """Counts the delimiters that open call structure spelled from ordinary ids (a
+    gated vocabulary keeps them text). A tail that could begin one is kept, so the
+    count does not depend on where deltas end."""
+
+    __slots__ = ("count", "lead", "scanner", "tail")
+
+    def __init__(self, scanner: Scanner, lead: str) -> None:
+        self.scanner = scanner
+        self.lead = lead  # every echo begins with it ("" when they differ)
+        self.count = 0
+        self.tail = ""
+
+    def see(self, text: str) -> None:
+        buf = self.tail + text
+        pos = 0
+        match = self.scanner.search(buf, pos)
+        while match is not None:
+            self.count += 1
+            pos = match.end()
+            match = self.scanner.search(buf, pos)
+        keep = self.scanner.holdback(buf, pos)
+        self.tail = buf[len(buf) - keep :] if keep else ""
+
+
+@dataclass(frozen=True, slots=True)
+class ParserStats:
+    """What a parser saw so far (`Parser.stats`): what it neutralized, not output."""
+
+    #: Delimiters that open call structure (`Format.entries`), spelled from ordinary
+    #: ids under a gated vocabulary, so kept as text: echoes of markup, never calls.
+    #: Always 0 when the format is not gated (text matching cannot tell them apart).
+    echoes: int = 0
+    #: Calls released as content (malformed, truncated, undeclared...): parse fallbacks.
+    released_calls: int = 0
+    #: Sections released as content, having returned no call.
+    released_sections: int = 0
+
+
+class _Tally:
+    __slots__ = ("calls", "sections")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.sections = 0
 
 
 def _default_call_id(index: int) -> str:
@@ -196,6 +363,8 @@ def _default_call_id(index: int) -> str:
 
 class Parser:
     """Turns one output stream of token ids into events. One parser per choice."""
+
+    _t: Tables  # the format's tables in the mode fixed by the first feed
 
     def __init__(
         self,
@@ -234,27 +403,41 @@ class Parser:
         #: (never for calls that no token opens, `Format.anchor`).
         self.gated = is_gated(self.format, tokenizer)
         self._drop = lex.drop
-        self._mode: str | None = None  # "ids" or "text", fixed by the first feed
+        self._mode: Mode | None = None  # fixed by the first feed
         self._scanners: Mapping[State, Scanner] = {}
         self._decoder = tokenizer.detokenizer() if tokenizer is not None else None
         self._state = State.REASONING if in_reasoning else State.CONTENT
-        self._held = ""
+        self._held = ""  # a tail that could still begin a delimiter
         self._content = _Run(Content)
         self._reasoning = _Run(Reasoning)
+        # Payloads: of CALL, of an open section (SECTION, and CALL inside it), of HEADER,
+        # and of CONTENT for a format whose calls no token opens.
         self._call: _Call | None = None
-        self._calls = 0
         self._section: _Section | None = None
+        self._header: _Header | None = None
+        anchor = self.format.anchor
+        self._anchor = _Anchor(anchor.begins) if anchor is not None else None
+        self._calls = 0  # calls returned
         self._cut = False  # finish(reason="length"): the output was cut off
         self._finished = False
         self._to_literal: Mapping[int, str] = {}
         self._id_forms: Mapping[int, str] = {}
         self._fast: frozenset[State] = frozenset()
-        self._header: list[str] = []  # payload of HEADER: the header's text so far
-        self._header_before: _Snapshot | None = None  # content's state when it began
-        self._line = True  # an anchored call may begin here (Format.anchor)
         self._plain_texts: Mapping[int, str] | None = None
+        self._echoes: _Echoes | None = None
+        self._tally = _Tally()
 
     # -- public API ----------------------------------------------------------------
+
+    @property
+    def stats(self) -> ParserStats:
+        """What the parser saw so far: echoed delimiters and released structure."""
+        echoes = self._echoes
+        return ParserStats(
+            echoes=echoes.count if echoes is not None else 0,
+            released_calls=self._tally.calls,
+            released_sections=self._tally.sections,
+        )
 
     def feed(self, ids: Sequence[int]) -> list[Event]:
         """Feed output token ids (any number); return the events they complete.
@@ -270,11 +453,12 @@ class Parser:
         ):
             raise UsageError(f"feed() takes a list of token ids, got {kind.__name__}")
         try:  # free unless raised: an id that is not an integer fails a lookup below
-            if self._mode != "ids" or self._finished:
-                self._start("ids")
+            if self._mode is not Mode.IDS or self._finished:
+                self._start(Mode.IDS)
             decoder = self._decoder
             if decoder is None:
                 raise UsageError("feed() needs a tokenizer; use feed_text() for text")
+            echoes = self._echoes
             # Fast path: ordinary ids in a state where ordinary text cannot begin a
             # delimiter go straight to the state's sink (the same result as the scan).
             plain = self._plain_texts
@@ -286,16 +470,19 @@ class Parser:
                     texts = [plain.get(token) for token in ids]
                     text = None if None in texts else "".join(texts)  # type: ignore[arg-type]
                 if text is not None:
+                    if echoes is not None and (echoes.tail or echoes.lead in text):
+                        echoes.see(text)
                     out: list[Event] = []
                     if state is State.CONTENT:
                         self._content.add(text, out)
                     elif state is State.REASONING:
                         self._reasoning.add(text, out)
-                    elif self._call is not None and self._call.held:
-                        self._call.raw.append(text)  # a held body is parsed when it closes
-                        self._call.body.append(text)
                     else:  # what the scan would do with text holding no delimiter
-                        stop = self._route(text, 0, len(text), out)
+                        stop = (
+                            self._body(text, out)
+                            if state is State.CALL
+                            else self._route(text, 0, len(text), out)
+                        )
                         if stop < len(text):  # a self-ending body ended: the rest is scanned
                             self._run(text[stop:], out)
                     return out
@@ -310,7 +497,10 @@ class Parser:
                 elif token not in drop:
                     parts.append(decoder.step(token))
             events: list[Event] = []
-            self._run("".join(parts), events)
+            text = "".join(parts)
+            if echoes is not None and (echoes.tail or echoes.lead in text):
+                echoes.see(text)
+            self._run(text, events)
             return events
         except TypeError as exc:
             if all(type(token) is int for token in ids):
@@ -321,7 +511,7 @@ class Parser:
         """Feed output text from a text-only backend; delimiters are matched as text."""
         if not isinstance(text, str):
             raise UsageError(f"feed_text() takes a str, got {type(text).__name__}")
-        self._start("text")
+        self._start(Mode.TEXT)
         out: list[Event] = []
         self._run(text, out)
         return out
@@ -340,12 +530,14 @@ class Parser:
         if reason not in (None, "stop", "length"):
             raise UsageError(f"finish(reason=...) must be 'stop', 'length' or None, got {reason!r}")
         self._cut = reason == "length"
-        self._start(self._mode or "text")
+        self._start(self._mode or Mode.TEXT)
         self._finished = True
         out: list[Event] = []
-        if self._decoder is not None and self._mode == "ids":
+        if self._decoder is not None and self._mode is Mode.IDS:
             tail = self._decoder.flush()
             if tail:
+                if self._echoes is not None:
+                    self._echoes.see(tail)
                 self._run(tail, out)
         held, self._held = self._held, ""
         start = 0
@@ -356,8 +548,9 @@ class Parser:
         section, self._section = self._section, None
         if section is not None and not section.structural:
             self._release_section(section, "", out)
-        if self._state is State.HEADER and self.strict:  # non-strict: the header is markup
-            text = self._literal_text("".join(self._header))
+        header = self._header
+        if self._state is State.HEADER and header is not None and self.strict:
+            text = self._literal_text("".join(header.parts))  # non-strict: it is markup
             raise MalformedOutput("the output ended inside a message header", text=text)
         self._content.boundary()
         self._reasoning.boundary()
@@ -365,7 +558,7 @@ class Parser:
 
     # -- setup ---------------------------------------------------------------------
 
-    def _start(self, mode: str) -> None:
+    def _start(self, mode: Mode) -> None:
         if self._finished:
             raise UsageError("the parser has finished; create a new one per output")
         if self._mode == mode:
@@ -373,18 +566,16 @@ class Parser:
         if self._mode is not None:
             raise UsageError("do not mix feed() and feed_text() on one parser")
         self._mode = mode
-        t = tables(self.format, self.tokenizer, mode)
-        self._id_forms, self._to_literal, self._marks = t.id_forms, t.to_literal, t.inner
-        self._r_opens, self._r_closes = t.r_opens, t.r_closes
-        self._s_open, self._s_close = t.s_open, t.s_close
-        self._c_open, self._c_close = t.c_open, t.c_close
-        self._h_opens, self._h_close, self._h_ends = t.h_opens, t.h_close, t.h_ends
-        self._after = t.after
+        t = self._t = tables(self.format, self.tokenizer, mode)
+        self._id_forms, self._to_literal = t.id_forms, t.to_literal
         self._scanners, self._fast = t.scanners, t.fast
         self._plain_texts = (
-            self.tokenizer.plain_texts() if mode == "ids" and self.tokenizer is not None else None
+            self.tokenizer.plain_texts()
+            if mode is Mode.IDS and self.tokenizer is not None
+            else None
         )
         self._context = CallContext(tools=self.tools, marks=t.marks)
+        self._echoes = _Echoes(t.echo, t.echo_lead) if t.echo is not None else None
 
     # -- the machine ---------------------------------------------------------------
 
@@ -404,7 +595,7 @@ class Parser:
             if match is None:
                 self._held = buf[end:]
                 return
-            self._delimiter(match.group(), out)
+            self._act(match.group(), out)
             pos = match.end()
 
     def _route(self, buf: str, start: int, end: int, out: list[Event]) -> int:
@@ -412,39 +603,41 @@ class Parser:
         (before `end` only when a self-ending call body ended inside it)."""
         state = self._state
         if state is State.CONTENT:
-            if self.format.anchor is not None:
+            if self._anchor is not None:
                 return self._anchored(buf, start, end, out)
             self._content.add(self._literal_text(buf[start:end]), out)
-        elif state is State.HEADER:
-            self._header.append(buf[start:end])
+        elif state is State.CALL:
+            return start + self._body(buf[start:end], out)
         elif state is State.REASONING:
             self._reasoning.add(self._literal_text(buf[start:end]), out)
         elif state is State.SECTION:
             self._section_text(buf[start:end], out, markup=False)
         else:
-            call = self._call
-            assert call is not None
-            text = buf[start:end]
-            if call.held:
-                call.raw.append(text)
-                call.body.append(text)
-                return end
-            used = call.syntax.feed(text)
-            call.raw.append(text[:used])
+            header = self._header
+            assert header is not None
+            header.parts.append(buf[start:end])
+        return end
+
+    def _body(self, text: str, out: list[Event]) -> int:
+        """Text of the open call's body (the one way in, fast path or scan); returns
+        how much it took (less than all only when a self-ending body ended)."""
+        call = self._call
+        assert call is not None
+        used = call.take(text)
+        if not call.held:
             self._stream(out)
             if call.syntax.done:
                 self._end_call(out, closed=True)
-                return start + used
-        return end
+        return used
 
     def _anchored(self, buf: str, start: int, end: int, out: list[Event]) -> int:
         """Content of a format whose calls no token opens: a call body may begin at a
         line start (`Format.anchor`). Returns where the body begins, or `end`."""
-        anchor = self.format.anchor
+        anchor = self._anchor
         assert anchor is not None
         pos = start
         while pos < end:
-            if self._line:
+            if anchor.line:
                 first = pos
                 while first < end and buf[first] in " \t\r\n":
                     first += 1
@@ -452,78 +645,123 @@ class Parser:
                     self._content.add(buf[pos:first], out)
                     self._open_call("", out)
                     return first
-                self._line = first == end
+                anchor.line = first == end
             newline = buf.find("\n", pos, end)
             stop = end if newline < 0 else newline + 1
             self._content.add(self._literal_text(buf[pos:stop]), out)
-            self._line = self._line or newline >= 0
+            anchor.line = anchor.line or newline >= 0
             pos = stop
         return end
 
-    def _delimiter(self, form: str, out: list[Event]) -> None:
+    def _act(self, form: str, out: list[Event]) -> None:
+        """A delimiter matched: do what the table says for it in this state."""
+        _HANDLERS[self._t.transitions[self._state, form]](self, form, out)
+
+    # -- the handlers of `TRANSITIONS` (one per `Action`) ---------------------------
+
+    def _open_reasoning(self, form: str, out: list[Event]) -> None:
+        self._content.boundary()
+        self._state = State.REASONING
+
+    def _close_reasoning(self, form: str, out: list[Event]) -> None:
+        self._reasoning.boundary()
+        self._state = State.CONTENT
+
+    def _open_section(self, form: str, out: list[Event]) -> None:
         state = self._state
-        if state is State.HEADER:
-            if form == self._h_close:
-                self._enter_body(form, out)
-            elif form == self._h_opens[0]:  # a new message begins: this header is markup
-                self._header = [form]
-            else:  # a message ended inside its header: the header is markup
-                self._header = []
-                self._state = State.CONTENT
-            return
-        if state is State.CALL:
-            call = self._call
-            assert call is not None
-            if form == self._c_close:
-                call.raw.append(form)
-                self._end_call(out, closed=True)
-            elif form == self._s_close and self._section is None:
-                # It closes nothing: text of the body (released with it, if it is).
-                stop = self._route(form, 0, len(form), out)
-                if stop < len(form):
-                    self._run(form[stop:], out)
-            else:  # a new call (or the section) begins: the open body ends here
-                self._end_call(out, closed=form != self._c_open)
-                self._delimiter(form, out)
-            return
-        if form == self._c_open:
-            self._open_call(form, out)
-        elif form in self._h_opens:
-            before = self._run_of(state).boundary()
-            self._header_before = before if state is State.CONTENT else None
-            self._header = [form]
-            self._state = State.HEADER
-        elif form in self._h_ends:  # a message body ends
-            self._run_of(state).boundary()
-            self._state = State.CONTENT
-        elif form in self._after:
+        before = self._run_of(state).boundary()
+        self._section = _Section(self._literal_text(form), state, before)
+        self._state = State.SECTION
+
+    def _close_section(self, form: str, out: list[Event]) -> None:
+        section = self._section
+        assert section is not None
+        self._section = None
+        if section.structural:  # its delimiters are markup
             self._content.boundary()
-            self._line = True
-        elif state is State.SECTION:
-            section = self._section
-            assert section is not None
-            if form != self._s_close:  # a stray delimiter inside the section
-                self._section_text(form, out, markup=form not in self._marks)
-            else:
-                self._section = None
-                if section.structural:  # its delimiters are markup
-                    self._content.boundary()
-                    self._state = State.CONTENT
-                else:
-                    self._release_section(section, self._literal_text(form), out)
-        elif form == self._s_open and form:
-            before = self._run_of(state).boundary()
-            self._section = _Section(self._literal_text(form), state, before)
-            self._state = State.SECTION
-        elif form in self._r_opens and state is State.CONTENT:
-            self._content.boundary()
-            self._state = State.REASONING
-        elif form in self._r_closes and state is State.REASONING:
-            self._reasoning.boundary()
             self._state = State.CONTENT
-        elif form in self._marks:  # a call's inner mark outside a call body is text
-            self._run_of(state).add(self._literal_text(form), out)
-        # any other delimiter here (a stray closing one) is consumed markup
+        else:
+            self._release_section(section, self._literal_text(form), out)
+
+    def _close_call(self, form: str, out: list[Event]) -> None:
+        call = self._call
+        assert call is not None
+        call.close(form)
+        self._end_call(out, closed=True)
+
+    def _next_call(self, form: str, out: list[Event]) -> None:
+        """A new call begins: the open body ends unclosed there."""
+        self._end_call(out, closed=False)
+        self._act(form, out)
+
+    def _end_body(self, form: str, out: list[Event]) -> None:
+        """A delimiter the body cannot hold (the section's close, a header's): the
+        body ends there, and the delimiter acts in the state that follows."""
+        self._end_call(out, closed=form != self._t.c_open)
+        self._act(form, out)
+
+    def _section_close_in_call(self, form: str, out: list[Event]) -> None:
+        if self._section is not None:
+            self._end_body(form, out)
+            return
+        # It closes nothing: text of the body (released with it, if it is).
+        stop = self._route(form, 0, len(form), out)
+        if stop < len(form):
+            self._run(form[stop:], out)
+
+    def _open_header(self, form: str, out: list[Event]) -> None:
+        state = self._state
+        before = self._run_of(state).boundary()
+        self._header = _Header(form, before if state is State.CONTENT else None)
+        self._state = State.HEADER
+
+    def _new_header(self, form: str, out: list[Event]) -> None:
+        """A new message begins inside a header: the header so far is markup."""
+        header = self._header
+        assert header is not None
+        header.parts = [form]
+
+    def _drop_header(self, form: str, out: list[Event]) -> None:
+        """A message ended inside its header: the header is markup."""
+        self._header = None
+        self._state = State.CONTENT
+
+    def _enter_body(self, form: str, out: list[Event]) -> None:
+        """A header closed: route the message body as the format's hook says."""
+        route_of = self.format.header
+        header = self._header
+        assert route_of is not None and header is not None
+        text = "".join(header.parts) + form
+        self._header = None
+        route = route_of.route(self._literal_text(text))
+        self._state = State.REASONING if route.kind == "reasoning" else State.CONTENT
+        if route.kind == "call":
+            # Released, the call goes back where its header began (content's state then).
+            self._open_call(text, out, name=route.name, before=header.before)
+
+    def _end_message(self, form: str, out: list[Event]) -> None:
+        self._run_of(self._state).boundary()
+        self._state = State.CONTENT
+
+    def _line_start(self, form: str, out: list[Event]) -> None:
+        self._content.boundary()
+        if self._anchor is not None:
+            self._anchor.line = True
+
+    def _text(self, form: str, out: list[Event]) -> None:
+        """A call's inner mark outside a call body is text."""
+        self._run_of(self._state).add(self._literal_text(form), out)
+
+    def _section_markup(self, form: str, out: list[Event]) -> None:
+        self._section_text(form, out, markup=True)
+
+    def _section_mark(self, form: str, out: list[Event]) -> None:
+        self._section_text(form, out, markup=False)
+
+    def _consume(self, form: str, out: list[Event]) -> None:
+        """A delimiter that does not act where it stands (a stray closer) is markup."""
+
+    # -- sections, runs and calls --------------------------------------------------
 
     def _section_text(self, text: str, out: list[Event], *, markup: bool) -> None:
         """Text inside a section (`markup`: a stray delimiter that is not a mark)."""
@@ -551,6 +789,7 @@ class Parser:
 
     def _release_section(self, section: _Section, closer: str, out: list[Event]) -> None:
         """A section that returned no call is content, every character of it."""
+        self._tally.sections += 1
         self._state = section.resume
         run = self._run_of(section.resume)
         run.resume(section.before)
@@ -558,18 +797,6 @@ class Parser:
 
     def _run_of(self, state: State) -> _Run:
         return self._reasoning if state is State.REASONING else self._content
-
-    def _enter_body(self, form: str, out: list[Event]) -> None:
-        """A header closed: route the message body as the format's hook says."""
-        header = self.format.header
-        assert header is not None
-        text = "".join(self._header) + form
-        self._header = []
-        route = header.route(self._literal_text(text))
-        self._state = State.REASONING if route.kind == "reasoning" else State.CONTENT
-        if route.kind == "call":
-            # Released, the call goes back where its header began (content's state then).
-            self._open_call(text, out, name=route.name, before=self._header_before)
 
     def _open_call(
         self,
@@ -583,11 +810,11 @@ class Parser:
         before = interrupted if before is None else before
         provisional = self.format.section is not None and self._section is None
         context = self._context if name is None else replace(self._context, name=name)
-        syntax = self.format.syntax(context)
-        self._call = _Call(syntax, form, resume, before, provisional)
         # Held: the body is only collected, and parsed once when the call closes.
         # Otherwise it is parsed as it comes (streaming, or a body that ends itself).
-        self._call.held = self._c_close is not None and (provisional or not self.stream_arguments)
+        held = self._t.c_close is not None and (provisional or not self.stream_arguments)
+        syntax = self.format.syntax(context)
+        self._call = _Call(syntax, form, resume, before, provisional=provisional, held=held)
         self._state = State.CALL
 
     def _stream(self, out: list[Event]) -> None:
@@ -600,22 +827,16 @@ class Parser:
             name = call.syntax.name
             if name is None or not self._may_commit(name):
                 return
-            call.begun = True
-            call.index = self._calls
+            index = self._calls
             self._calls += 1
             self._structural(out)
-            out.append(ToolCallBegin(call.index, self._id_for(call), name))
-        fragment = call.syntax.arguments()
-        if fragment:
-            out.append(ToolCallArguments(call.index, fragment))
+            call.begin(index, self._call_id, out)
+        call.stream(out)
 
     def _may_commit(self, name: str) -> bool:
         if not self.tools.accepts(name):
             return False
         return self.tools.parallel or self._calls == 0
-
-    def _id_for(self, call: _Call) -> str:
-        return call.syntax.call_id or self._call_id(call.index)
 
     def _end_call(self, out: list[Event], *, closed: bool) -> None:
         """The body ended (closed by its delimiter, or not). Commit or release it; a
@@ -624,7 +845,8 @@ class Parser:
         assert call is not None
         self._call = None
         self._state = State.SECTION if self._section is not None else State.CONTENT
-        self._line = True
+        if self._anchor is not None:
+            self._anchor.line = True
         self._settle(call, out, closed)
         # `Chained` syntaxes say whether another body follows (getattr: a runtime
         # Protocol check costs more than the whole call on this path).
@@ -635,81 +857,70 @@ class Parser:
         if self.tools.choice == "none":
             self._structural(out)
             return  # tool markup is consumed: no call, and nothing of it in content
-        reason, arguments = self._verdict(call, closed)
+        reason, arguments = call.verdict(
+            self.tools, self._calls, closed=closed, cut=self._cut, anchored=self._anchor is not None
+        )
         if call.begun:  # streaming: the call stays a call, complete or not (`valid` says)
-            fragment = "" if reason else call.syntax.arguments()
-            if fragment:
-                out.append(ToolCallArguments(call.index, fragment))
-            out.append(ToolCallEnd(call.index, valid=not reason))
+            call.end(reason, out)
             if reason and self.strict:
-                raise MalformedOutput(reason, text=self._literal_text("".join(call.raw)))
+                raise MalformedOutput(reason, text=self._literal_text(call.text()))
             return
         if reason:
-            text = self._literal_text("".join(call.raw))
-            if self.strict:
-                raise MalformedOutput(reason, text=text)
-            section = self._section
-            if call.resume is State.SECTION and section is not None and not section.structural:
-                section.held.append((text, False))  # decided with its section
-                return
-            if call.resume is not State.SECTION:
-                self._state = call.resume
-            run = self._run_of(self._state)
-            run.resume(call.before)
-            run.add(text, out)
-            self._line = text.rstrip(" \t").endswith("\n")
+            self._release(call, reason, out)
             return
-        name = call.syntax.name
-        assert name is not None
         self._structural(out)
-        call.index = self._calls
+        index = self._calls
         self._calls += 1
-        out.append(ToolCallBegin(call.index, self._id_for(call), name))
-        if arguments:
-            out.append(ToolCallArguments(call.index, arguments))
-        out.append(ToolCallEnd(call.index))
+        call.commit(index, self._call_id, arguments, out)
 
-    def _verdict(self, call: _Call, closed: bool) -> tuple[str, str]:
-        """Why this call cannot be returned ('' when it can), and, for a call not yet
-        begun, its whole arguments text.
-
-        A body that did not end (its closing delimiter, or a self-ending body's own end,
-        never came) is a call only when the output stopped by itself and its arguments
-        are complete for the schema; never when the output was cut off (`finish`)."""
-        syntax = call.syntax
-        if call.body:
-            syntax.feed("".join(call.body))
-            call.body.clear()
-        # A call that no token opens (`Format.anchor`) ends with its own closing
-        # bracket: a body its syntax accepts has ended, whatever follows.
-        ended = closed or self.format.anchor is not None
-        try:
-            if not closed and call.provisional:
-                raise Reject("the call was cut off before its closing delimiter")
-            if not ended and self._cut and not call.begun:
-                raise Reject("the output was cut off by the length limit inside the call")
-            syntax.close()
-        except Reject as exc:
-            return str(exc) or "malformed tool call", ""
-        name = syntax.name
-        if name is None:
-            return "the call names no tool", ""
-        if call.begun:
-            return "", ""
-        if not self.tools.accepts(name):
-            return f"tool {name!r} is not declared", ""
-        if not self.tools.parallel and self._calls > 0:
-            return "parallel_tool_calls is false and a call was already made", ""
-        arguments = syntax.arguments()
-        if not ended:
-            missing = self.tools.incomplete(name, arguments)
-            if missing:
-                return f"the call did not end and {missing}", ""
-        return "", arguments
+    def _release(self, call: _Call, reason: str, out: list[Event]) -> None:
+        """A call that cannot be returned is content, every character of it (or, in its
+        section, decided with it); strict, it is an error."""
+        text = self._literal_text(call.text())
+        if self.strict:
+            raise MalformedOutput(reason, text=text)
+        self._tally.calls += 1
+        section = self._section
+        if call.resume is State.SECTION and section is not None and not section.structural:
+            section.held.append((text, False))  # decided with its section
+            return
+        if call.resume is not State.SECTION:
+            self._state = call.resume
+        run = self._run_of(self._state)
+        run.resume(call.before)
+        run.add(text, out)
+        if self._anchor is not None:
+            self._anchor.line = text.rstrip(" \t").endswith("\n")
 
     def _literal_text(self, text: str) -> str:
         """Structural text back to what the model's output said."""
         return text.translate(self._to_literal) if self._to_literal else text
+
+
+_Handler = Callable[[Parser, str, list[Event]], None]
+
+#: Each `Action` of the transition table -> its handler.
+_HANDLERS: Mapping[Action, _Handler] = {
+    Action.OPEN_REASONING: Parser._open_reasoning,
+    Action.CLOSE_REASONING: Parser._close_reasoning,
+    Action.OPEN_SECTION: Parser._open_section,
+    Action.CLOSE_SECTION: Parser._close_section,
+    Action.OPEN_CALL: Parser._open_call,
+    Action.CLOSE_CALL: Parser._close_call,
+    Action.NEXT_CALL: Parser._next_call,
+    Action.END_BODY: Parser._end_body,
+    Action.SECTION_CLOSE_IN_CALL: Parser._section_close_in_call,
+    Action.OPEN_HEADER: Parser._open_header,
+    Action.NEW_HEADER: Parser._new_header,
+    Action.DROP_HEADER: Parser._drop_header,
+    Action.ENTER_BODY: Parser._enter_body,
+    Action.END_MESSAGE: Parser._end_message,
+    Action.LINE_START: Parser._line_start,
+    Action.TEXT: Parser._text,
+    Action.SECTION_MARKUP: Parser._section_markup,
+    Action.SECTION_TEXT: Parser._section_mark,
+    Action.CONSUME: Parser._consume,
+}
 
 
 def parse(
