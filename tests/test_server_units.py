@@ -107,25 +107,31 @@ def test_finish_reasons() -> None:
     assert finish_reason("length", calls=0, stopped=True) == "stop"
 
 
-def test_call_watch_separates_released_calls_from_echoes() -> None:
-    gated = CallWatch("<tool_call>", 151657)
-    gated.ids([151657, 9, 151657])  # two genuine openers
-    gated.events(
-        [
-            ToolCallBegin(0, "call_1", "f"),  # one became a call
-            Content('<tool_call>{"name": "undeclared"'),  # the other was released
-            Content("echo <tool_"),
-            Content("call> x"),  # a spelled opener, split across events
-        ]
+def test_call_watch_separates_released_calls_from_echoes(
+    load: Callable[[str], Tokenizer],
+) -> None:
+    tok = load("qwen3")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    genuine = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+    undeclared = '<tool_call>\n{"name": "undeclared", "arguments": {}}\n</tool_call>'
+    ids = tok.encode(genuine + undeclared) + tok.encode("echo <tool_call> x", delimiters=False)
+    gated = Parser("hermes", tok, tools=tools)
+    events = [e for i in range(len(ids)) for e in gated.feed(ids[i : i + 1])] + gated.finish()
+    assert sum(isinstance(e, ToolCallBegin) for e in events) == 1  # one became a call
+    watch = CallWatch(gated)
+    # the other was released; the spelled opener, split across deltas, is an echo
+    assert (watch.gated, watch.fallbacks, watch.echoes) == (True, 1, 1)
+    ungated = Parser("hermes", None, tools=tools)
+    ungated.feed_text("a " + undeclared + " <tool_call>{")
+    ungated.finish()
+    assert (CallWatch(ungated).fallbacks, CallWatch(ungated).echoes) == (2, 0)
+    none = Parser("hermes", tok, tools=tools, tool_choice="none")
+    none.feed(ids)
+    none.finish()
+    assert (CallWatch(none, enabled=False).fallbacks, CallWatch(none, enabled=False).echoes) == (
+        0,
+        0,
     )
-    assert (gated.fallbacks, gated.echoes) == (1, 1)
-    ungated = CallWatch("<tool_call>", None)
-    ungated.events([Content("a <tool_call>{"), ToolCallArguments(0, "<tool_call>")])
-    assert (ungated.fallbacks, ungated.echoes) == (1, 0)
-    none = CallWatch("<tool_call>", 151657, enabled=False)
-    none.ids([151657])
-    none.events([Content("<tool_call>")])
-    assert (none.fallbacks, none.echoes) == (0, 0)
 
 
 def test_request_normalization_and_thinking_switch() -> None:

@@ -43,7 +43,6 @@ from typing import Any
 from toolwire.backends.base import Delta, Engine, EngineError, Generation
 from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin
-from toolwire.formats import get as get_format
 from toolwire.grammar import structural_tag_with_reason
 from toolwire.grammar.output import output_tag
 from toolwire.grammar.policy import loosen
@@ -309,9 +308,7 @@ class ChoiceRun:
         except ToolwireError as exc:
             raise ApiError(400, str(exc), param="tools") from exc
         self._stops = StopMatcher([] if _forced(plan) else request.stop)
-        opener = get_format(engine.format).call[0]
-        opener_id = engine.tokenizer.token_id(opener) if self._parser.gated else None
-        self._watch = CallWatch(opener, opener_id, enabled=request.tool_choice != "none")
+        self._watch = CallWatch(self._parser, enabled=request.tool_choice != "none")
         self._vocab = engine.tokenizer.vocab_size
         self._budget = plan.generation.max_tokens
         self.prompt_tokens = len(plan.generation.prompt_ids)
@@ -401,7 +398,6 @@ class ChoiceRun:
     # -- the parser side ---------------------------------------------------------
 
     def _events(self, events: list[Event]) -> list[Event]:
-        self._watch.events(events)
         out = self._stops.feed(events)
         self.calls += sum(isinstance(e, ToolCallBegin) for e in out)
         return out
@@ -488,7 +484,6 @@ class ChoiceRun:
                 self._metrics.itl.observe(now - self._last)
             self._last = now
         self.completion_tokens += len(delta.ids)
-        self._watch.ids(delta.ids)
         events = self._events(self._parser.feed(delta.ids))
         if delta.finish_reason is not None or self._stops.stopped:
             events += self._close(delta.finish_reason)
