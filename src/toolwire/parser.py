@@ -12,7 +12,12 @@ Data flow of `feed(ids)`::
           the current state's delimiters are searched in that text; a suffix that
           could still become a delimiter is held until the next delta decides it
 
-States, and what moves between them (one table, `_PATTERNS` below)::
+States, and what moves between them. Each state has one payload (`_Section`, `_Call`,
+`_Header`; `_Anchor` for CONTENT of a format whose calls no token opens); the moves
+are one table, `toolwire.lexicon.TRANSITIONS`: (state, delimiter role) -> action,
+one handler here per action (`_HANDLERS`). `Tables.transitions` resolves each form the
+format gives a role, once per format and mode, so a matched delimiter costs one
+lookup. In short::
 
     CONTENT   --reasoning.open--> REASONING   --reasoning.close--> CONTENT
         (any of the format's reasoning pairs; one the vocabulary has no token for
@@ -24,6 +29,7 @@ States, and what moves between them (one table, `_PATTERNS` below)::
          `<invoke name="`, is matched only in SECTION | CALL, which gating guards)
     CALL --call.close (or the body ending itself)--> SECTION or CONTENT
     CALL --call.open--> CALL (the first body is closed, a second call opens)
+    CALL --anything else it searches for--> the body ends; the delimiter acts anew
     CALL --a self-ending body that `follows` (a list's separator)--> CALL, no opener
     CONTENT | REASONING --header.open--> HEADER --header.close--> REASONING, CONTENT
         or CALL, as the format's pure hook routes the header text (harmony); a header
@@ -32,6 +38,20 @@ States, and what moves between them (one table, `_PATTERNS` below)::
         (calls that no token opens: the text-gated fallback, `Parser.gated` False;
          a line start is the output's start, a newline, one of anchor.after, or the
          end of a call. Anywhere else such text is content)
+    SECTION --any other delimiter--> SECTION (held: a mark as text, others markup)
+    any other (state, role) --> the delimiter is consumed markup (a stray closer),
+        or text (a call's inner mark outside a call)
+
+A form that plays several roles takes the first by its state's precedence
+(`lexicon.PRECEDENCE`: a call's close before a section's close in CALL, the call's
+open before a header's outside it, a mark before a stray delimiter).
+
+The held call's lifecycle is the call's own (`_Call`: take, verdict, commit; begin,
+stream and end when streaming); text reaches an open body one way (`_body`), from the
+fast path and from the scan alike.
+
+What the parser saw is public (`Parser.stats`): delimiters spelled as text under a
+gated vocabulary (echoes), and calls and sections released as content.
 
 Rules this module keeps (DESIGN.md's invariants):
 

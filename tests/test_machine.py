@@ -1,0 +1,309 @@
+"""The machine over every state x every delimiter role x every format (as h2 tests its
+stream states).
+
+For each registered format, a prefix drives a parser into each state the format has
+(content, reasoning, a section, a call inside it or standing alone, a message
+header); then each delimiter of each role the format names (`Format`: reasoning,
+section, call, marks, header, anchor) is fed, by its token id and spelled from
+ordinary ids, with generated text and whitespace around it and, sometimes, a whole
+call after it. Whatever the input, these hold:
+
+* chunk invariance: any split of the ids into deltas merges to the one-delta events;
+* nothing raises, and `finish` returns; with `strict=True` the only error is
+  `MalformedOutput`;
+* conservation: when nothing became a call, content and reasoning together are the
+  decoded output with only markup taken out (whole delimiters and special tokens,
+  message headers, whitespace), every other character kept in order.
+
+The transition table itself has an explicit entry for every (state, role) pair, and
+every form a state searches for resolves to one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests import cases
+from toolwire import MalformedOutput, Parser, Tokenizer, formats
+from toolwire.events import (
+    Content,
+    Event,
+    Reasoning,
+    ToolCallArguments,
+    ToolCallBegin,
+    ToolCallEnd,
+    merge,
+)
+from toolwire.formats.spec import Format
+from toolwire.lexicon import TRANSITIONS, Mode, Role, State, lexicon, tables
+
+FORMATS = formats.names()
+CALL = ("get_weather", {"city": "Paris", "days": 3})
+REASONING = "Thinking it over"
+CONTENT = "Hello there."
+
+
+def roles(fmt: Format) -> dict[str, tuple[str, ...]]:
+    """Each delimiter role the format names -> its delimiters (from the spec alone)."""
+    header, anchor = fmt.header, fmt.anchor
+    found = {
+        "reasoning.open": tuple(o for o, _ in fmt.reasoning_pairs),
+        "reasoning.close": tuple(c for _, c in fmt.reasoning_pairs),
+        "section.open": fmt.section[:1] if fmt.section else (),
+        "section.close": fmt.section[1:] if fmt.section else (),
+        "call.open": (fmt.call[0],),
+        "call.close": (fmt.call[1] or "",),
+        "mark": (*fmt.marks, *(header.marks if header else ())),
+        "header.open": header.opens if header else (),
+        "header.close": (header.close,) if header else (),
+        "header.end": header.ends if header else (),
+        "anchor.after": anchor.after if anchor else (),
+    }
+    return {role: tuple(d for d in ds if d) for role, ds in found.items() if any(ds)}
+
+
+def prefixes(fmt: Format) -> dict[str, str]:
+    """Output text that leaves the parser in each state the format has (cut from what
+    the format's own renderer writes)."""
+    out = {"content": CONTENT}
+    if fmt.reasoning_pairs or fmt.header is not None:
+        whole = fmt.render_output(reasoning=REASONING, content=CONTENT)
+        out["reasoning"] = whole[: whole.index(REASONING) + len(REASONING) // 2]
+    call = fmt.render_output(content=CONTENT, calls=[CALL])
+    inside = call.index("Paris") - 1  # inside the call's body
+    out["call"] = call[:inside]
+    if fmt.section is not None:
+        opener = call.index(fmt.section[0]) + len(fmt.section[0])
+        body = call[opener:].lstrip()
+        first = next((d for d in (fmt.call[0], *fmt.marks) if d and d in body), "")
+        out["section"] = call[: call.index(body)] + (body[: body.index(first)] if first else "")
+        if fmt.loose_calls:  # a call standing alone, provisionally
+            out["loose call"] = CONTENT + "\n" + body[: body.index("Paris") - 1]
+    if fmt.header is not None:
+        out["header"] = call[: call.index(fmt.header.opens[0]) + len(fmt.header.opens[0]) + 3]
+    return out
+
+
+#: The state each prefix is meant to reach (checked once, so no case is vacuous).
+EXPECTED = {
+    "content": State.CONTENT,
+    "reasoning": State.REASONING,
+    "call": State.CALL,
+    "loose call": State.CALL,
+    "section": State.SECTION,
+    "header": State.HEADER,
+}
+
+
+def _tok(name: str) -> Tokenizer:
+    return cases.tokenizer(name)
+
+
+@cache
+def combos(name: str) -> tuple[tuple[str, str, str], ...]:
+    """Every (state prefix, role, delimiter) of a format, and each state with text only
+    (all a format without delimiters has: pythonic)."""
+    fmt = formats.get(name)
+    return tuple(
+        (state, role, delimiter)
+        for state in prefixes(fmt)
+        for role, delimiters in {"text": ("",), **roles(fmt)}.items()
+        for delimiter in delimiters
+    )
+
+
+def _events(parser: Parser, chunks: Sequence[Sequence[int]]) -> list[Event]:
+    out: list[Event] = []
+    for chunk in chunks:
+        out += parser.feed(list(chunk))
+    out += parser.finish()
+    return merge(out)
+
+
+def _run(name: str, ids: list[int], cuts: Sequence[int], stream: bool) -> list[Event]:
+    """Parse `ids` whole, one id at a time and split at `cuts`: all three must agree.
+    Then strict: the same, or `MalformedOutput`."""
+    tok = _tok(name)
+    options: dict[str, Any] = {"tools": cases.TOOLS, "stream_arguments": stream}
+    whole = _events(Parser(name, tok, **options), [ids])
+    single = _events(Parser(name, tok, **options), [[i] for i in ids])
+    points = sorted({0, len(ids), *(c % (len(ids) + 1) for c in cuts)})
+    split = _events(Parser(name, tok, **options), [ids[a:b] for a, b in itertools.pairwise(points)])
+    assert single == whole, "one id per delta differs from one delta"
+    assert split == whole, f"split at {points} differs from one delta"
+    try:
+        strict = _events(Parser(name, tok, strict=True, **options), [ids])
+    except MalformedOutput:
+        pass
+    else:
+        assert strict == whole
+    return whole
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _markup(fmt: Format, tok: Tokenizer, ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
+    """The decoded output, and the spans of it that markup may take out: each added
+    token (a delimiter's or a special token), each whole delimiter holding one (or
+    matched as text, where it has none), a message header from its opener on."""
+    lex = lexicon(fmt, tok)
+    plain = set(fmt.delimiters) if lex.gated_forms is None else set(lex.plain)
+    added = tok.added_ids
+    parts: list[str] = []
+    spans: list[tuple[int, int]] = []
+    run: list[int] = []
+    size = 0
+    for token in [*ids, -1]:
+        if token != -1 and token not in added:
+            run.append(token)
+            continue
+        if run:
+            parts.append(tok.decode(run))
+            size += len(parts[-1])
+            run.clear()
+        if token != -1:
+            parts.append(tok.decode([token]))
+            spans.append((size, size + len(parts[-1])))
+            size += len(parts[-1])
+    text = "".join(parts)
+    tokens = list(spans)
+    # An inner mark is text wherever no call took it (one that is also another
+    # delimiter may act as that one).
+    header_marks = header.marks if (header := fmt.header) is not None else ()
+    marks = set(fmt.marks + header_marks) - {
+        d for d in fmt.delimiters if d not in (*fmt.marks, *header_marks)
+    }
+    kept = [m.span() for mark in marks for m in re.finditer(re.escape(mark), text)]
+    spans = [(a, b) for a, b in spans if not any(s <= a and b <= e for s, e in kept)]
+    for delimiter in set(fmt.delimiters) - marks:
+        for found in re.finditer(re.escape(delimiter), text):
+            a, b = found.span()
+            if delimiter in plain or any(a <= s < b for s, _ in tokens):
+                spans.append((a, b))
+    if header is not None:  # header marks are header text: markup
+        opens = [a for a, b in spans if text[a:b] in header.opens]
+        for a in opens:
+            ends = [b for s, b in spans if s > a and text[s:b] in (header.close, *header.ends)]
+            spans.append((a, min(ends) if ends else len(text)))
+    return text, spans
+
+
+def _conserved(output: str, text: str, spans: list[tuple[int, int]]) -> bool:
+    """`output` is `text` with some of `spans` taken out, every other character kept in
+    order (whitespace ignored: at the edges of runs it is markup)."""
+    target = _SPACE.sub("", output)
+    jumps: dict[int, set[int]] = {}
+    for a, b in spans:
+        jumps.setdefault(a, set()).add(b)
+    reach: list[set[int]] = [set() for _ in range(len(text) + 1)]
+    reach[0].add(0)
+    for pos, char in enumerate(text):
+        here = reach[pos]
+        if not here:
+            continue
+        for b in jumps.get(pos, ()):
+            reach[b] |= here
+        if char.isspace():
+            reach[pos + 1] |= here
+        else:
+            reach[pos + 1] |= {t + 1 for t in here if t < len(target) and target[t] == char}
+    return len(target) in reach[len(text)]
+
+
+def _check(name: str, ids: list[int], cuts: Sequence[int], stream: bool) -> None:
+    events = _run(name, ids, cuts, stream)
+    if any(isinstance(e, ToolCallBegin) for e in events):
+        assert any(isinstance(e, ToolCallEnd) for e in events)
+        return  # structure: conservation is the invariant suite's, per call
+    assert not any(isinstance(e, ToolCallArguments) for e in events)
+    output = "".join(e.text for e in events if isinstance(e, Content | Reasoning))
+    fmt, tok = formats.get(name), _tok(name)
+    text, spans = _markup(fmt, tok, ids)
+    assert _conserved(output, text, spans), (output, text)
+
+
+def _ids(
+    name: str, state: str, delimiter: str, genuine: bool, around: tuple[str, str]
+) -> list[int]:
+    fmt, tok = formats.get(name), _tok(name)
+    lead, trail = around
+    return (
+        tok.encode(prefixes(fmt)[state])
+        + tok.encode(lead, delimiters=False)
+        + tok.encode(delimiter, delimiters=genuine)
+        + tok.encode(trail, delimiters=False)
+    )
+
+
+# -- the table -----------------------------------------------------------------------
+
+
+def test_every_state_and_role_has_an_entry() -> None:
+    assert set(TRANSITIONS) == {(state, role) for state in State for role in Role}
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_form_a_state_searches_for_has_a_transition(name: str) -> None:
+    fmt, tok = formats.get(name), _tok(name)
+    for mode in Mode:
+        t = tables(fmt, tok, mode)
+        for state in State:
+            for form in t.roles[state]:
+                assert t.transitions[state, form] is TRANSITIONS[state, t.roles[state][form]]
+        # every delimiter is searched for outside a call: none is silently text there
+        everything = {t.forms[d] for d in fmt.delimiters}
+        assert everything <= set(t.roles[State.SECTION])
+
+
+# -- the machine, every state x role x format -----------------------------------------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_prefixes_reach_their_states(name: str) -> None:
+    fmt, tok = formats.get(name), _tok(name)
+    for state, text in prefixes(fmt).items():
+        parser = Parser(name, tok, tools=cases.TOOLS)
+        parser.feed(tok.encode(text))
+        # The one look inside: a prefix that misses its state would test nothing.
+        assert parser._state is EXPECTED[state], (state, text)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_state_and_role_by_id_and_spelled(name: str) -> None:
+    """Each delimiter, bare and between text, in each state: by id and spelled."""
+    for state, _role, delimiter in combos(name):
+        for genuine in (True, False):
+            for around in (("", ""), (" x ", "\ny ")):
+                ids = _ids(name, state, delimiter, genuine, around)
+                _check(name, ids, (len(ids) // 2,), stream=False)
+
+
+_TEXT = st.text(alphabet=' \n\tab<>[]{}":=,|/', max_size=6)
+
+
+@st.composite
+def machine_inputs(draw: st.DrawFn) -> tuple[str, list[int], list[int], bool]:
+    name = draw(st.sampled_from(FORMATS))
+    state, _role, delimiter = draw(st.sampled_from(combos(name)))
+    genuine = draw(st.booleans())
+    ids = _ids(name, state, delimiter, genuine, (draw(_TEXT), draw(_TEXT)))
+    if draw(st.booleans()):  # and what may follow: a whole call
+        ids += _tok(name).encode("\n" + formats.get(name).render([CALL]))
+    cuts = draw(st.lists(st.integers(min_value=0, max_value=len(ids)), max_size=4))
+    return name, ids, cuts, draw(st.booleans())
+
+
+@settings(max_examples=max(50, settings.default.max_examples * 2))
+@given(machine_inputs())
+def test_machine_invariants(case: tuple[str, list[int], list[int], bool]) -> None:
+    name, ids, cuts, stream = case
+    _check(name, ids, cuts, stream)
