@@ -101,6 +101,11 @@ __all__ = ["Parser", "ParserStats", "parse"]
 
 _Snapshot = tuple[bool, str, bool, str, str]
 
+# The per-token path compares against these module globals: looking a member up on
+# its Enum class costs more than the rest of a fast-path step (CPython 3.11).
+_IDS = Mode.IDS
+_CONTENT, _REASONING, _SECTION, _CALL = State.CONTENT, State.REASONING, State.SECTION, State.CALL
+
 #: What joins two runs of one kind separated only by structure, where the model
 #: wrote no whitespace between them.
 SEPARATOR = "\n"
@@ -473,8 +478,8 @@ class Parser:
         ):
             raise UsageError(f"feed() takes a list of token ids, got {kind.__name__}")
         try:  # free unless raised: an id that is not an integer fails a lookup below
-            if self._mode is not Mode.IDS or self._finished:
-                self._start(Mode.IDS)
+            if self._mode is not _IDS or self._finished:
+                self._start(_IDS)
             decoder = self._decoder
             if decoder is None:
                 raise UsageError("feed() needs a tokenizer; use feed_text() for text")
@@ -493,16 +498,15 @@ class Parser:
                     if echoes is not None and (echoes.tail or echoes.lead in text):
                         echoes.see(text)
                     out: list[Event] = []
-                    if state is State.CONTENT:
+                    call = self._call
+                    if state is _CONTENT:
                         self._content.add(text, out)
-                    elif state is State.REASONING:
+                    elif state is _REASONING:
                         self._reasoning.add(text, out)
+                    elif call is not None and call.held and state is _CALL:
+                        call.take(text)  # as `_body` does: a held body grows one way
                     else:  # what the scan would do with text holding no delimiter
-                        stop = (
-                            self._body(text, out)
-                            if state is State.CALL
-                            else self._route(text, 0, len(text), out)
-                        )
+                        stop = self._route(text, 0, len(text), out)
                         if stop < len(text):  # a self-ending body ended: the rest is scanned
                             self._run(text[stop:], out)
                     return out
@@ -622,15 +626,15 @@ class Parser:
         """Send buf[start:end] to the current state's sink; return where it stopped
         (before `end` only when a self-ending call body ended inside it)."""
         state = self._state
-        if state is State.CONTENT:
+        if state is _CONTENT:
             if self._anchor is not None:
                 return self._anchored(buf, start, end, out)
             self._content.add(self._literal_text(buf[start:end]), out)
-        elif state is State.CALL:
+        elif state is _CALL:
             return start + self._body(buf[start:end], out)
-        elif state is State.REASONING:
+        elif state is _REASONING:
             self._reasoning.add(self._literal_text(buf[start:end]), out)
-        elif state is State.SECTION:
+        elif state is _SECTION:
             self._section_text(buf[start:end], out, markup=False)
         else:
             header = self._header
