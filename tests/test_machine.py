@@ -44,6 +44,7 @@ from toolwire.events import (
 )
 from toolwire.formats.spec import Format
 from toolwire.lexicon import TRANSITIONS, Mode, Role, State, lexicon, tables
+from toolwire.parser import ParserStats
 
 FORMATS = formats.names()
 CALL = ("get_weather", {"city": "Paris", "days": 3})
@@ -128,24 +129,29 @@ def _events(parser: Parser, chunks: Sequence[Sequence[int]]) -> list[Event]:
     return merge(out)
 
 
+def _parsed(parser: Parser, chunks: Sequence[Sequence[int]]) -> tuple[list[Event], ParserStats]:
+    """The merged events, and what the parser says it saw."""
+    return _events(parser, chunks), parser.stats
+
+
 def _run(name: str, ids: list[int], cuts: Sequence[int], stream: bool) -> list[Event]:
     """Parse `ids` whole, one id at a time and split at `cuts`: all three must agree.
     Then strict: the same, or `MalformedOutput`."""
     tok = _tok(name)
     options: dict[str, Any] = {"tools": cases.TOOLS, "stream_arguments": stream}
-    whole = _events(Parser(name, tok, **options), [ids])
-    single = _events(Parser(name, tok, **options), [[i] for i in ids])
+    whole = _parsed(Parser(name, tok, **options), [ids])
+    single = _parsed(Parser(name, tok, **options), [[i] for i in ids])
     points = sorted({0, len(ids), *(c % (len(ids) + 1) for c in cuts)})
-    split = _events(Parser(name, tok, **options), [ids[a:b] for a, b in itertools.pairwise(points)])
-    assert single == whole, "one id per delta differs from one delta"
-    assert split == whole, f"split at {points} differs from one delta"
+    split = _parsed(Parser(name, tok, **options), [ids[a:b] for a, b in itertools.pairwise(points)])
+    assert single == whole, "one id per delta differs from one delta (events or stats)"
+    assert split == whole, f"split at {points} differs from one delta (events or stats)"
     try:
         strict = _events(Parser(name, tok, strict=True, **options), [ids])
     except MalformedOutput:
         pass
     else:
-        assert strict == whole
-    return whole
+        assert strict == whole[0]
+    return whole[0]
 
 
 _SPACE = re.compile(r"\s+")
@@ -307,3 +313,25 @@ def machine_inputs(draw: st.DrawFn) -> tuple[str, list[int], list[int], bool]:
 def test_machine_invariants(case: tuple[str, list[int], list[int], bool]) -> None:
     name, ids, cuts, stream = case
     _check(name, ids, cuts, stream)
+
+
+# -- what the parser reports ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_stats_count_echoes_and_released_calls(name: str) -> None:
+    """Every opening delimiter spelled from ordinary ids is an echo where the format is
+    gated (and nothing where it is not); a call to an undeclared tool is released."""
+    fmt, tok = formats.get(name), _tok(name)
+    echoed = fmt.render([CALL])
+    spelled = tok.encode(CONTENT + "\n" + echoed, delimiters=False)
+    undeclared = tok.encode(fmt.render_output(content=CONTENT, calls=[("nope", {})]))
+    parser = Parser(name, tok, tools=cases.TOOLS)
+    events = _events(parser, [[i] for i in spelled + undeclared])
+    gated = parser.gated
+    entries = sum(echoed.count(e) for e in fmt.entries if e) if gated else 0
+    assert parser.stats.echoes == entries
+    assert entries > 0 or not gated
+    if gated:  # spelled markup is text; the undeclared call is released
+        assert not any(isinstance(e, ToolCallBegin) for e in events)
+        assert parser.stats.released_calls == 1
