@@ -131,47 +131,86 @@ PRECEDENCE: Mapping[State, tuple[Role, ...]] = {
 }
 
 
-def _transitions() -> dict[tuple[State, Role], Action]:
-    table: dict[tuple[State, Role], Action] = {}
-    for state in (State.CONTENT, State.REASONING, State.SECTION):
-        table.update(
-            {
-                (state, Role.CALL_OPEN): Action.OPEN_CALL,
-                (state, Role.HEADER_OPEN): Action.OPEN_HEADER,
-                (state, Role.HEADER_END): Action.END_MESSAGE,
-                (state, Role.AFTER): Action.LINE_START,
-                (state, Role.MARK): Action.TEXT,
-                (state, Role.SECTION_OPEN): Action.OPEN_SECTION,
-                (state, Role.SECTION_CLOSE): Action.CONSUME,
-                (state, Role.REASONING_OPEN): Action.CONSUME,
-                (state, Role.REASONING_CLOSE): Action.CONSUME,
-                (state, Role.CALL_CLOSE): Action.CONSUME,
-                (state, Role.HEADER_CLOSE): Action.CONSUME,
-            }
-        )
-    table[State.CONTENT, Role.REASONING_OPEN] = Action.OPEN_REASONING
-    table[State.REASONING, Role.REASONING_CLOSE] = Action.CLOSE_REASONING
-    for role in (Role.SECTION_OPEN, Role.REASONING_OPEN, Role.REASONING_CLOSE):
-        table[State.SECTION, role] = Action.SECTION_MARKUP
-    table[State.SECTION, Role.CALL_CLOSE] = Action.SECTION_MARKUP
-    table[State.SECTION, Role.HEADER_CLOSE] = Action.SECTION_MARKUP
-    table[State.SECTION, Role.SECTION_CLOSE] = Action.CLOSE_SECTION
-    table[State.SECTION, Role.MARK] = Action.SECTION_TEXT
-    for role in Role:
-        table[State.CALL, role] = Action.END_BODY
-        table[State.HEADER, role] = Action.DROP_HEADER
-    table[State.CALL, Role.CALL_CLOSE] = Action.CLOSE_CALL
-    table[State.CALL, Role.SECTION_CLOSE] = Action.SECTION_CLOSE_IN_CALL
-    table[State.CALL, Role.CALL_OPEN] = Action.NEXT_CALL
-    table[State.HEADER, Role.HEADER_CLOSE] = Action.ENTER_BODY
-    table[State.HEADER, Role.HEADER_OPEN] = Action.NEW_HEADER
-    return table
-
-
-#: The machine: what each delimiter role does in each state. Every pair has an entry.
-#: CONTENT, REASONING and SECTION act alike on what opens structure; a section holds
-#: any other delimiter (a mark as text); a call ends at anything it cannot hold.
-TRANSITIONS: Mapping[tuple[State, Role], Action] = _transitions()
+#: The machine: what each delimiter role does in each state, an explicit entry for
+#: every pair (no fallthrough). Outside a call, what opens structure acts alike in
+#: content, reasoning and a section; a section holds any other delimiter (a mark as
+#: text); a call's body ends at anything it cannot hold; a header ends at its close
+#: or, as markup, at anything else it searches for.
+_TABLE: Mapping[State, Mapping[Role, Action]] = {
+    # stray closers are markup; marks are text
+    State.CONTENT: {
+        Role.REASONING_OPEN: Action.OPEN_REASONING,
+        Role.REASONING_CLOSE: Action.CONSUME,
+        Role.SECTION_OPEN: Action.OPEN_SECTION,
+        Role.SECTION_CLOSE: Action.CONSUME,
+        Role.CALL_OPEN: Action.OPEN_CALL,
+        Role.CALL_CLOSE: Action.CONSUME,
+        Role.MARK: Action.TEXT,
+        Role.HEADER_OPEN: Action.OPEN_HEADER,
+        Role.HEADER_CLOSE: Action.CONSUME,
+        Role.HEADER_END: Action.END_MESSAGE,
+        Role.AFTER: Action.LINE_START,
+    },
+    # as content, but only a close ends it
+    State.REASONING: {
+        Role.REASONING_OPEN: Action.CONSUME,
+        Role.REASONING_CLOSE: Action.CLOSE_REASONING,
+        Role.SECTION_OPEN: Action.OPEN_SECTION,
+        Role.SECTION_CLOSE: Action.CONSUME,
+        Role.CALL_OPEN: Action.OPEN_CALL,
+        Role.CALL_CLOSE: Action.CONSUME,
+        Role.MARK: Action.TEXT,
+        Role.HEADER_OPEN: Action.OPEN_HEADER,
+        Role.HEADER_CLOSE: Action.CONSUME,
+        Role.HEADER_END: Action.END_MESSAGE,
+        Role.AFTER: Action.LINE_START,
+    },
+    # held until a call of it is returned
+    State.SECTION: {
+        Role.REASONING_OPEN: Action.SECTION_MARKUP,
+        Role.REASONING_CLOSE: Action.SECTION_MARKUP,
+        Role.SECTION_OPEN: Action.SECTION_MARKUP,
+        Role.SECTION_CLOSE: Action.CLOSE_SECTION,
+        Role.CALL_OPEN: Action.OPEN_CALL,
+        Role.CALL_CLOSE: Action.SECTION_MARKUP,
+        Role.MARK: Action.SECTION_TEXT,
+        Role.HEADER_OPEN: Action.OPEN_HEADER,
+        Role.HEADER_CLOSE: Action.SECTION_MARKUP,
+        Role.HEADER_END: Action.END_MESSAGE,
+        Role.AFTER: Action.LINE_START,
+    },
+    # anything else ends the body, then acts anew
+    State.CALL: {
+        Role.REASONING_OPEN: Action.END_BODY,
+        Role.REASONING_CLOSE: Action.END_BODY,
+        Role.SECTION_OPEN: Action.END_BODY,
+        Role.SECTION_CLOSE: Action.SECTION_CLOSE_IN_CALL,
+        Role.CALL_OPEN: Action.NEXT_CALL,
+        Role.CALL_CLOSE: Action.CLOSE_CALL,
+        Role.MARK: Action.END_BODY,
+        Role.HEADER_OPEN: Action.END_BODY,
+        Role.HEADER_CLOSE: Action.END_BODY,
+        Role.HEADER_END: Action.END_BODY,
+        Role.AFTER: Action.END_BODY,
+    },
+    # only the first header opener is searched here
+    State.HEADER: {
+        Role.REASONING_OPEN: Action.DROP_HEADER,
+        Role.REASONING_CLOSE: Action.DROP_HEADER,
+        Role.SECTION_OPEN: Action.DROP_HEADER,
+        Role.SECTION_CLOSE: Action.DROP_HEADER,
+        Role.CALL_OPEN: Action.DROP_HEADER,
+        Role.CALL_CLOSE: Action.DROP_HEADER,
+        Role.MARK: Action.DROP_HEADER,
+        Role.HEADER_OPEN: Action.NEW_HEADER,
+        Role.HEADER_CLOSE: Action.ENTER_BODY,
+        Role.HEADER_END: Action.DROP_HEADER,
+        Role.AFTER: Action.DROP_HEADER,
+    },
+}
+TRANSITIONS: Mapping[tuple[State, Role], Action] = {
+    (state, role): action for state, row in _TABLE.items() for role, action in row.items()
+}
 
 
 class Scanner:
