@@ -498,12 +498,11 @@ class Parser:
                     if echoes is not None and (echoes.tail or echoes.lead in text):
                         echoes.see(text)
                     out: list[Event] = []
-                    call = self._call
                     if state is _CONTENT:
                         self._content.add(text, out)
                     elif state is _REASONING:
                         self._reasoning.add(text, out)
-                    elif call is not None and call.held and state is _CALL:
+                    elif state is _CALL and (call := self._call) is not None and call.held:
                         call.take(text)  # as `_body` does: a held body grows one way
                     else:  # what the scan would do with text holding no delimiter
                         stop = self._route(text, 0, len(text), out)
