@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from tests.conftest import data_dir
+from tests.data import data_dir
 from toolwire.check.corpus import CATEGORIES, json_schema, load_bfcl
 
 __all__ = ["CATEGORIES", "json_schema", "load"]

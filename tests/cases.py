@@ -2,6 +2,9 @@
 
 Each registered format must have an entry in `TOKENIZERS` (the tokenizer it is tested
 with); a format without one fails the suite, so no format can skip the invariants.
+Without the shared data (`tests/data.py`) every format is tested on the synthetic
+vocabulary instead (`tests/vocabulary.py`); a format whose tokenizer needs an extra
+that is not installed (mistral-common) is skipped, the reason naming the extra.
 """
 
 from __future__ import annotations
@@ -9,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.conftest import mistral_tokenizer, tokenizer_for
+from tests.data import has_data, mistral_tokenizer, tokenizer_for
 from tests.derived import derived_tokenizer
+from tests.vocabulary import synthetic_tokenizer
 from toolwire import Tokenizer
 
 #: format name -> the tokenizer its tests use (real where one exists offline).
@@ -39,7 +43,8 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "mistral": lambda: mistral_tokenizer("tekken_240718.json.gz"),
 }
 
-#: Formats expected to be text-matched (Parser.gated False) with their test tokenizer.
+#: Formats expected to be text-matched (Parser.gated False) with their test tokenizer
+#: (real or synthetic: no delimiter opens their calls).
 UNGATED: set[str] = {"llama3_json", "pythonic"}
 
 TOOLS: list[dict[str, Any]] = [
@@ -91,10 +96,13 @@ CONTENT = "Let me check that for you, café ☕."
 
 
 def tokenizer(fmt: str) -> Tokenizer:
+    """The format's test tokenizer: its real (or derived) one from the shared data, or
+    the synthetic vocabulary when the data is absent."""
     try:
-        return TOKENIZERS[fmt]()
+        load = TOKENIZERS[fmt]
     except KeyError:
         raise AssertionError(f"format {fmt!r} has no test tokenizer in tests/cases.py") from None
+    return load() if has_data() else synthetic_tokenizer()
 
 
 # -- outputs no renderer writes: text inside sections, prose around calls ------------

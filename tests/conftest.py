@@ -1,42 +1,17 @@
-"""Shared test data: real tokenizers and BFCL corpora from `TOOLWIRE_TEST_DATA`.
-
-The one place tests reach `../shared` (or wherever `TOOLWIRE_TEST_DATA` points).
-"""
+"""Fixtures and the hypothesis profile; the helpers live in named modules
+(`tests/data.py` for the shared data, `tests/vocabulary.py`, `tests/cases.py`, ...)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
-from toolwire import Tokenizer, load_tokenizer
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def data_dir() -> Path:
-    """The shared test data folder; fails loudly when it is missing."""
-    path = Path(os.environ.get("TOOLWIRE_TEST_DATA", ROOT.parent / "shared"))
-    if not (path / "tokenizers").is_dir():
-        raise RuntimeError(
-            f"test data not found at {path}; set TOOLWIRE_TEST_DATA to the shared folder"
-        )
-    return path
-
-
-@cache
-def tokenizer_for(family: str) -> Tokenizer:
-    """A real tokenizer from the shared data, loaded once per test session."""
-    return load_tokenizer(data_dir() / "tokenizers" / family)
-
-
-@cache
-def mistral_tokenizer(filename: str) -> Tokenizer:
-    """A Mistral tokenizer file from the shared data, loaded through mistral-common."""
-    return load_tokenizer(data_dir() / "tokenizers" / "mistral" / filename)
+from tests.data import data_dir, tokenizer_for
+from toolwire import Tokenizer
 
 
 @pytest.fixture(scope="session")
@@ -51,8 +26,6 @@ def load() -> Callable[[str], Tokenizer]:
 
 # Property tests: a few hundred examples per property in CI; more with
 # TOOLWIRE_EXAMPLES=5000 make test.
-from hypothesis import HealthCheck, settings  # noqa: E402
-
 settings.register_profile(
     "toolwire",
     max_examples=int(os.environ.get("TOOLWIRE_EXAMPLES", "200")),

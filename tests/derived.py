@@ -12,7 +12,7 @@ exercised too.
 from __future__ import annotations
 
 from peers.vocab import tokenizer_for
-from tests.conftest import data_dir
+from tests.data import data_dir
 from toolwire import Tokenizer
 
 

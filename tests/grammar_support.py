@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import data_dir
+from tests.data import data_dir
 from toolwire import Tokenizer
 from toolwire.grammar.preflight import compiler
 

@@ -11,7 +11,7 @@ import copy
 import json
 from typing import Any
 
-from tests.conftest import data_dir
+from tests.data import data_dir
 
 WEATHER = {
     "type": "function",

@@ -25,7 +25,7 @@ from peers.impls import call_worker, peer_python
 from peers.profiles import PROFILES, SGLANG_DRIVING, VLLM_DRIVING, Cite
 from peers.vocab import tokenizer_file
 from tests.cases import tokenizer
-from tests.conftest import ROOT, data_dir
+from tests.data import ROOT, data_dir
 from toolwire import formats
 from toolwire.check import CheckOptions, run_check
 from toolwire.check.cases import Case, Expected, check_stops, generate

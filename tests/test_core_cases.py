@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.cases import TOOLS
-from tests.conftest import data_dir, tokenizer_for
+from tests.data import data_dir, tokenizer_for
 from toolwire import MalformedOutput, Message, Parser, UsageError, parse
 
 TOK = "qwen3"

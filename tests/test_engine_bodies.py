@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, tokenizer_for
+from tests.data import ROOT, tokenizer_for
 from toolwire.backends.base import Generation
 from toolwire.backends.sglang import generate_body
 from toolwire.backends.vllm import completion_body

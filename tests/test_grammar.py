@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests import cases
-from tests.conftest import tokenizer_for
+from tests.data import tokenizer_for
 from tests.grammar_support import accepts, bfcl, compile_tag, xgr
 from toolwire import (
     GrammarPolicy,

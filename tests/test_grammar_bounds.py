@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import tokenizer_for
+from tests.data import tokenizer_for
 from tests.grammar_support import accepts, compile_tag
 from toolwire import GrammarPolicy, UsageError, formats, structural_tag
 from toolwire.grammar.policy import bound_tag, loosen

@@ -21,7 +21,7 @@ import httpx
 import jsonschema
 import pytest
 
-from tests.conftest import tokenizer_for
+from tests.data import tokenizer_for
 from tests.serving import Script, ScriptedUpstream, running
 
 pytest.importorskip("llama_cpp")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import toolwire
-from tests.conftest import tokenizer_for
+from tests.data import tokenizer_for
 from tests.derived import derived_tokenizer
 from tests.prompt_cases import (
     CONVERSATIONS,

@@ -29,7 +29,7 @@ transformers = pytest.importorskip("transformers")
 import jinja2.sandbox  # noqa: E402
 import tokenizers  # noqa: E402
 
-from tests.conftest import tokenizer_for  # noqa: E402
+from tests.data import tokenizer_for  # noqa: E402
 from tests.derived import derived_tokenizer  # noqa: E402
 from tests.prompt_cases import (  # noqa: E402
     CONVERSATIONS,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests import cases
-from tests.conftest import tokenizer_for
+from tests.data import tokenizer_for
 from toolwire import (
     MalformedOutput,
     Message,

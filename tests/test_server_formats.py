@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests import cases
-from tests.conftest import data_dir
+from tests.data import data_dir
 from tests.serving import Script, ScriptedUpstream, running
 from toolwire import formats
 from toolwire.backends.vllm import VllmEngine

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer as Backend
 from tokenizers.decoders import DecodeStream
 
 from tests import cases
-from tests.conftest import data_dir, tokenizer_for
+from tests.data import data_dir, tokenizer_for
 from toolwire import Message, Parser, Tokenizer, UsageError, formats, lexicon, load_tokenizer
 from toolwire.tokenizer import HuggingFaceTokenizer, MistralTokenizer
 

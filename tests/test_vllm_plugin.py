@@ -12,7 +12,7 @@ import pytest
 
 import peers  # noqa: F401  (registers vllm+toolwire)
 from peers.impls import peer_python
-from tests.conftest import ROOT, data_dir, tokenizer_for
+from tests.data import ROOT, data_dir, tokenizer_for
 from toolwire.backends.vllm import VllmEngine
 from toolwire.check.run import CheckOptions, run_check
 from toolwire.events import ToolCallBegin

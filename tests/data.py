@@ -1,0 +1,68 @@
+"""The shared test data: real tokenizers and BFCL corpora from `TOOLWIRE_TEST_DATA`.
+
+The one place tests reach `../shared` (or wherever `TOOLWIRE_TEST_DATA` points).
+Without it, a test that needs the data is skipped, the reason naming the folder; the
+invariant suite then runs on the in-repository vocabulary (`tests/vocabulary.py`).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from toolwire import Tokenizer, load_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_path() -> Path:
+    """Where the shared data is expected (present or not)."""
+    return Path(os.environ.get("TOOLWIRE_TEST_DATA", ROOT.parent / "shared"))
+
+
+def has_data() -> bool:
+    """Whether the shared data folder is there."""
+    return (data_path() / "tokenizers").is_dir()
+
+
+def data_dir() -> Path:
+    """The shared test data folder; skips the calling test (or module) without it."""
+    path = data_path()
+    if not has_data():
+        pytest.skip(
+            f"test data not found at {path}; set TOOLWIRE_TEST_DATA to the shared folder",
+            allow_module_level=True,
+        )
+    return path
+
+
+def has_mistral_common() -> bool:
+    """Whether the `mistral` extra (mistral-common) can be imported."""
+    try:
+        import mistral_common  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def needs_mistral_common() -> None:
+    """Skip the calling test without mistral-common (Mistral's own tokenizer files)."""
+    if not has_mistral_common():
+        pytest.skip("mistral-common is not installed (pip install 'toolwire[mistral]')")
+
+
+@cache
+def tokenizer_for(family: str) -> Tokenizer:
+    """A real tokenizer from the shared data, loaded once per test session."""
+    return load_tokenizer(data_dir() / "tokenizers" / family)
+
+
+@cache
+def mistral_tokenizer(filename: str) -> Tokenizer:
+    """A Mistral tokenizer file from the shared data, loaded through mistral-common."""
+    path = data_dir() / "tokenizers" / "mistral" / filename
+    needs_mistral_common()
+    return load_tokenizer(path)
