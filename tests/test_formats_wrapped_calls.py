@@ -1,4 +1,6 @@
-"""DeepSeek, Kimi, GLM, MiniMax and Gemma 4: per-format behaviour, one table.
+"""Calls wrapped in delimiters (DeepSeek, Kimi, GLM, MiniMax, Gemma 4): per-format
+behaviour, one table. (Hermes and Qwen3 wrap theirs too: tests/test_core_cases.py;
+formats whose calls no delimiter pair wraps: tests/test_formats_unwrapped_calls.py.)
 
 Tokenizers (tests/cases.py): DeepSeek's are real vocabularies; Kimi K2, GLM, MiniMax M2
 and Gemma 4 use DERIVED tokenizers (tests/derived.py: Qwen3's vocabulary plus the
@@ -19,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests import cases
-from tests.conftest import tokenizer_for
+from tests.data import tokenizer_for
 from toolwire import Message, Parser, formats
 from toolwire.events import Event, ToolCallBegin, merge
 

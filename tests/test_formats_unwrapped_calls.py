@@ -1,4 +1,8 @@
-"""gpt_oss (harmony), llama3_json, pythonic and mistral: the behaviours each must show.
+"""Calls no delimiter pair wraps: the behaviours each such format must show.
+
+gpt_oss routes messages by their harmony header; llama3_json and pythonic begin a call
+at a line start with a bare JSON object or Python list; mistral's calls follow a control
+token and end themselves.
 
 Real vocabularies throughout: o200k_harmony, Llama 3, and Mistral's tekken (v3) and
 SentencePiece (v7) files loaded through mistral-common. gpt_oss and mistral are gated
@@ -17,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests import bfcl, cases
-from tests.conftest import data_dir, mistral_tokenizer
+from tests.data import data_dir, mistral_tokenizer
 from toolwire import Message, Parser, Tokenizer, UsageError, formats, load_tokenizer
 from toolwire.events import Event, ToolCallBegin, merge
 
