@@ -15,51 +15,28 @@ SGLang upstreams (test_server_agent_remote.py), not here.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import anthropic
-import httpx
 import jsonschema
 import openai
 import pytest
 
+from tests.serving import (
+    GET_TIME,
+    GET_WEATHER,
+    messages_tools,
+    responses_tools,
+    schemas,
+    toolwire_serve,
+)
+
 MODEL = "SmolLM2-135M-Instruct"
-WEATHER = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}},
-    "required": ["city"],
-}
-TIME = {
-    "type": "object",
-    "properties": {"timezone": {"type": "string"}},
-    "required": ["timezone"],
-}
-SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
-RESPONSES_TOOLS = [
-    {
-        "type": "function",
-        "name": "get_weather",
-        "description": "Current weather in a city",
-        "parameters": WEATHER,
-    },
-    {
-        "type": "function",
-        "name": "get_time",
-        "description": "Current time in a time zone",
-        "parameters": TIME,
-    },
-]
-MESSAGES_TOOLS = [
-    {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
-    for t in RESPONSES_TOOLS
-]
+SCHEMAS = schemas([GET_WEATHER, GET_TIME])
+RESPONSES_TOOLS = responses_tools([GET_WEATHER, GET_TIME])
+MESSAGES_TOOLS = messages_tools([GET_WEATHER, GET_TIME])
 ASK = "What is the weather in Paris?"
 
 
@@ -72,32 +49,9 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "TOOLWIRE_PORT": str(port), "TOOLWIRE_THREADS": "2"}
-    command = [sys.executable, "-m", "toolwire.cli", "serve", "--max-tokens", "40"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"toolwire serve exited:\n{log.read_text()}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"toolwire serve did not start:\n{log.read_text()}")
-            time.sleep(0.2)
+    with toolwire_serve(log, "--max-tokens", "40") as url:
         yield Served(url)
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 def _valid(name: str, arguments: Any) -> None:

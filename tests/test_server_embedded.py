@@ -8,11 +8,7 @@ runs reproducible; max_tokens stays small so the module runs in well under a min
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,38 +19,14 @@ import jsonschema
 import openai
 import pytest
 
+from tests.serving import GET_TIME, GET_WEATHER, schemas, toolwire_serve
 from toolwire.backends.bundled import bundled_model, tool_template
 from toolwire.backends.gguf import tokenizer_from_gguf
 from toolwire.prompt import render_prompt
 
 MODEL = "SmolLM2-135M-Instruct"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_time",
-            "description": "Current time in a time zone",
-            "parameters": {
-                "type": "object",
-                "properties": {"timezone": {"type": "string"}},
-                "required": ["timezone"],
-            },
-        },
-    },
-]
-SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+TOOLS = [GET_WEATHER, GET_TIME]
+SCHEMAS = schemas(TOOLS)
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
@@ -67,32 +39,9 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "TOOLWIRE_PORT": str(port), "TOOLWIRE_THREADS": "2"}
-    command = [sys.executable, "-m", "toolwire.cli", "serve", "--max-tokens", "48"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"toolwire serve exited:\n{log.read_text()}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"toolwire serve did not start:\n{log.read_text()}")
-            time.sleep(0.2)
+    with toolwire_serve(log, "--max-tokens", "48") as url:
         yield Served(url, log)
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 def _call(served: Served, **request: Any) -> Any:

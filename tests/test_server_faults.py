@@ -23,40 +23,30 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import tokenizer_for
-from tests.serving import Script, ScriptedUpstream, running
+from tests.data import tokenizer_for
+from tests.serving import (
+    CALL,
+    GET_WEATHER,
+    MODEL,
+    STREAM,
+    Script,
+    ScriptedRig,
+    running,
+    scripted,
+    scripted_engine,
+)
 from toolwire.backends.base import Delta, Generation
-from toolwire.backends.sglang import SglangEngine
 from toolwire.backends.vllm import VllmEngine
 from toolwire.server.app import create_app
 from toolwire.server.pipeline import Limits
 
-MODEL = "qwen3-test"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TOOLS = [GET_WEATHER]
 LIMITS = Limits(timeout=3, max_body_bytes=256 * 1024, max_tools=8, max_nesting=32)
 UPSTREAM_TIMEOUT = 0.5  # the engine's wait for a connection or its next event
 
 
-def _engine(protocol: str, url: str, timeout: float = UPSTREAM_TIMEOUT) -> VllmEngine:
-    tok = tokenizer_for("qwen3")
-    if protocol == "vllm":
-        return VllmEngine(url, model=MODEL, tokenizer=tok, format="qwen3", timeout=timeout)
-    engine: Any = SglangEngine(url, model=MODEL, tokenizer=tok, format="qwen3", timeout=timeout)
-    return engine  # type: ignore[no-any-return]
+def _engine(protocol: str, url: str, timeout: float = UPSTREAM_TIMEOUT) -> Any:
+    return scripted_engine(protocol, url, timeout=timeout)
 
 
 @dataclass
@@ -129,18 +119,9 @@ def metric(url: str, name: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-class Rig:
-    def __init__(self, upstream: ScriptedUpstream, upstream_url: str, url: str) -> None:
-        self.upstream = upstream
-        self.upstream_url = upstream_url
-        self.url = url
-        self.tok = tokenizer_for("qwen3")
-        self.protocol = upstream.protocol
-
-    def script(self, text: str = "", **options: Any) -> list[int]:
-        ids = self.tok.encode(text) if text else []
-        self.upstream.scripts.append(Script(ids, **options))
-        return ids
+class Rig(ScriptedRig):
+    #: The scripted answers here end as the test writes them (no `<|im_end|>` added).
+    end = False
 
     def payload(self, ids: list[int], total: list[int], reason: str | None = None) -> Any:
         """A well-formed event carrying `ids` (`total`: all ids so far, for SGLang)."""
@@ -165,11 +146,8 @@ class Rig:
 
 @pytest.fixture(scope="module", params=["vllm", "sglang"])
 def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
-    upstream = ScriptedUpstream(request.param)
-    with running(upstream.app()) as upstream_url:
-        app = create_app(_engine(request.param, upstream_url), LIMITS)
-        with running(app) as url:
-            yield Rig(upstream, upstream_url, url)
+    with scripted(request.param, LIMITS, timeout=UPSTREAM_TIMEOUT) as (upstream, up_url, (url,)):
+        yield Rig(upstream, up_url, url)
 
 
 @pytest.fixture(autouse=True)
@@ -179,11 +157,12 @@ def _fresh_scripts(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("rig").upstream.scripts.clear()
 
 
-STREAM = pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-
 # -- bad upstream data: an engine error, never silence, never a cut stream ---------
 
-VOCAB = tokenizer_for("qwen3").vocab_size
+
+def _vocab() -> int:
+    """The size of the rig's vocabulary (read when a case runs: the data may be absent)."""
+    return tokenizer_for("qwen3").vocab_size
 
 
 def _vllm_bad(ids: Any) -> Callable[[list[int]], Any]:
@@ -212,7 +191,7 @@ BAD: dict[str, dict[str, Callable[[list[int]], Any]]] = {
         "a non-integer id": _vllm_bad([1.5]),
         "a boolean id": _vllm_bad([True]),
         "a negative id": _vllm_bad([-1]),
-        "an id outside the vocabulary": _vllm_bad([VOCAB]),
+        "an id outside the vocabulary": lambda seen: _vllm_bad([_vocab()])(seen),
         "choices as an object": lambda _seen: {"choices": {"index": 0, "token_ids": [1]}},
         "an unknown finish reason": lambda _seen: {
             "choices": [{"index": 0, "token_ids": [], "finish_reason": {"x": 1}}]
@@ -223,7 +202,7 @@ BAD: dict[str, dict[str, Callable[[list[int]], Any]]] = {
         "output_ids as a string": _sglang_bad("12345"),
         "output_ids nested": _sglang_bad([[1, 2]]),
         "a negative id": _sglang_bad([-1]),
-        "an id outside the vocabulary": _sglang_bad([VOCAB + 10]),
+        "an id outside the vocabulary": lambda seen: _sglang_bad([_vocab() + 10])(seen),
         "no completion_tokens": _sglang_bad([1], completion_tokens=...),
         "inconsistent completion_tokens": _sglang_bad([1], completion_tokens=99),
         "finish_reason as a string": _sglang_bad([1], finish_reason="stop"),

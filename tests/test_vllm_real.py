@@ -46,8 +46,8 @@ if ENABLED:
     import jsonschema
     import openai
 
-    from tests.conftest import data_dir
-    from tests.serving import running
+    from tests.data import data_dir
+    from tests.serving import chat, running
     from tests.tiny_qwen3 import build
     from tests.vllm_rig import SERVED, VllmServer
     from toolwire import load_tokenizer, render_prompt, structural_tag
@@ -142,48 +142,11 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 
 def ask(client: openai.OpenAI, model: str, stream: bool, **request: Any) -> dict[str, Any]:
-    """One chat completion, streamed or not, summarized the same way."""
+    """One chat completion, streamed or not, summarized the same way (content as text)."""
     request.setdefault("messages", MESSAGES)
     request.setdefault("max_tokens", 200)
-    if not stream:
-        r = client.chat.completions.create(model=model, **request)
-        message = r.choices[0].message
-        return {
-            "content": message.content or "",
-            "calls": [
-                {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-                for c in message.tool_calls or []
-            ],
-            "finish": r.choices[0].finish_reason,
-            "usage": r.usage.model_dump() if r.usage else None,
-        }
-    content: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    finish = None
-    usage = None
-    for chunk in client.chat.completions.create(
-        model=model, stream=True, stream_options={"include_usage": True}, **request
-    ):
-        usage = chunk.usage.model_dump() if chunk.usage else usage
-        for choice in chunk.choices:
-            content.append(choice.delta.content or "")
-            for call in choice.delta.tool_calls or []:
-                entry = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
-                if call.id:
-                    assert not entry["id"], "a call's id comes once"
-                    entry["id"] = call.id
-                if call.function and call.function.name:
-                    entry["name"] += call.function.name
-                if call.function and call.function.arguments:
-                    assert entry["name"], "the name comes before the arguments"
-                    entry["arguments"] += call.function.arguments
-            finish = choice.finish_reason or finish
-    return {
-        "content": "".join(content),
-        "calls": [calls[i] for i in sorted(calls)],
-        "finish": finish,
-        "usage": usage,
-    }
+    out = chat(client, model, stream, **request)
+    return {**out, "content": out["content"] or ""}
 
 
 def assert_declared_calls(out: dict[str, Any], names: set[str]) -> None:
@@ -202,15 +165,11 @@ def assert_no_markup(out: dict[str, Any]) -> None:
 CHOICES = {"required": "required", "named": NAMED}
 
 
-# -- toolwire serve --engine vllm ------------------------------------------------------
-
-
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-@pytest.mark.parametrize("choice", sorted(CHOICES))
-def test_front_forced_call_is_a_declared_call(rig: Rig, choice: str, stream: bool) -> None:
+def forced_call(client: openai.OpenAI, model: str, choice: str, stream: bool) -> dict[str, Any]:
+    """A forced call (`required` or a named tool), one at most: exactly one declared call."""
     out = ask(
-        rig.front,
-        FRONT,
+        client,
+        model,
         stream,
         tools=TOOLS,
         tool_choice=CHOICES[choice],
@@ -219,6 +178,35 @@ def test_front_forced_call_is_a_declared_call(rig: Rig, choice: str, stream: boo
     )
     assert len(out["calls"]) == 1, out
     assert_declared_calls(out, {"label"} if choice == "named" else set(SCHEMAS))
+    return out
+
+
+def auto_answers(client: openai.OpenAI, model: str, stream: bool) -> list[dict[str, Any]]:
+    """`auto` over three seeds: each answer is content or declared calls, no markup."""
+    outs = []
+    for seed in range(3):
+        out = ask(client, model, stream, tools=TOOLS, tool_choice="auto", seed=seed, max_tokens=80)
+        assert out["content"] or out["calls"], out
+        assert_declared_calls(out, set(SCHEMAS))
+        assert_no_markup(out)
+        outs.append(out)
+    return outs
+
+
+def deep_answer(client: openai.OpenAI, model: str, choice: str) -> dict[str, Any]:
+    """A request whose only tool nests deeper than vLLM accepts: served, calls only `deep`."""
+    out = ask(client, model, False, tools=[_deep_tool()], tool_choice=choice, seed=1, max_tokens=40)
+    assert all(c["name"] == "deep" for c in out["calls"])
+    return out
+
+
+# -- toolwire serve --engine vllm ------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("choice", sorted(CHOICES))
+def test_front_forced_call_is_a_declared_call(rig: Rig, choice: str, stream: bool) -> None:
+    out = forced_call(rig.front, FRONT, choice, stream)
     assert re.fullmatch(r"call_[0-9a-f]{24}", out["calls"][0]["id"])
     assert out["finish"] == "tool_calls"
     assert_no_markup(out)
@@ -247,13 +235,7 @@ def test_forced_delimiter_is_the_genuine_id(rig: Rig) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_front_auto_is_content_or_a_complete_call(rig: Rig, stream: bool) -> None:
-    for seed in range(3):
-        out = ask(
-            rig.front, FRONT, stream, tools=TOOLS, tool_choice="auto", seed=seed, max_tokens=80
-        )
-        assert out["content"] or out["calls"], out
-        assert_declared_calls(out, set(SCHEMAS))
-        assert_no_markup(out)
+    for out in auto_answers(rig.front, FRONT, stream):
         assert out["finish"] == ("tool_calls" if out["calls"] else "length"), out
 
 
@@ -330,13 +312,11 @@ def _deep_tool() -> dict[str, Any]:
 def test_front_tag_rejected_by_vllm_falls_back(rig: Rig, choice: str) -> None:
     """With `--max-nesting` raised, the schema reaches vLLM, which refuses its tag: the
     request still succeeds, with the relaxed tag (required) or none (auto), counted."""
-    tool = _deep_tool()
     before = _metrics(rig.front_url)
-    out = ask(rig.front, FRONT, False, tools=[tool], tool_choice=choice, seed=1, max_tokens=40)
+    out = deep_answer(rig.front, FRONT, choice)
     # A relaxed call (any JSON object) is not bounded: cut by max_tokens, it comes back
     # as content, markup and all (nothing the model wrote is dropped).
     assert out["finish"] in ("length", "tool_calls")
-    assert all(c["name"] == "deep" for c in out["calls"])
     after = _metrics(rig.front_url)
     key = 'toolwire_grammar_fallbacks_total{reason="engine_rejected"}'
     assert after.get(key, 0.0) - before.get(key, 0.0) == 1
@@ -348,17 +328,7 @@ def test_front_tag_rejected_by_vllm_falls_back(rig: Rig, choice: str) -> None:
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("choice", sorted(CHOICES))
 def test_plugin_forced_call_is_a_declared_call(rig: Rig, choice: str, stream: bool) -> None:
-    out = ask(
-        rig.plugin,
-        SERVED,
-        stream,
-        tools=TOOLS,
-        tool_choice=CHOICES[choice],
-        seed=7,
-        parallel_tool_calls=False,
-    )
-    assert len(out["calls"]) == 1, out
-    assert_declared_calls(out, {"label"} if choice == "named" else set(SCHEMAS))
+    out = forced_call(rig.plugin, SERVED, choice, stream)
     assert out["calls"][0]["id"].startswith("chatcmpl-tool-")
     assert out["finish"] == ("stop" if choice == "named" else "tool_calls")  # vLLM's rule
     assert not out["content"].strip()
@@ -366,23 +336,14 @@ def test_plugin_forced_call_is_a_declared_call(rig: Rig, choice: str, stream: bo
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_plugin_auto_never_leaks_a_delimiter(rig: Rig, stream: bool) -> None:
-    for seed in range(3):
-        out = ask(
-            rig.plugin, SERVED, stream, tools=TOOLS, tool_choice="auto", seed=seed, max_tokens=80
-        )
-        assert out["content"] or out["calls"], out
-        assert_declared_calls(out, set(SCHEMAS))
-        assert_no_markup(out)
+    auto_answers(rig.plugin, SERVED, stream)
 
 
 @pytest.mark.parametrize("choice", ["auto", "required"])
 def test_plugin_tag_vllm_would_refuse_falls_back(rig: Rig, choice: str) -> None:
     """The plugin applies the same fallback before vLLM validates the request."""
-    out = ask(
-        rig.plugin, SERVED, False, tools=[_deep_tool()], tool_choice=choice, seed=1, max_tokens=40
-    )
+    out = deep_answer(rig.plugin, SERVED, choice)
     assert out["finish"] in ("length", "tool_calls", "stop")
-    assert all(c["name"] == "deep" for c in out["calls"])
 
 
 @pytest.mark.parametrize("choice", ["required", "named", "auto", "none"])
