@@ -2,9 +2,10 @@
 
 Each registered format must have an entry in `TOKENIZERS` (the tokenizer it is tested
 with); a format without one fails the suite, so no format can skip the invariants.
-Without the shared data (`tests/data.py`) every format is tested on the synthetic
-vocabulary instead (`tests/vocabulary.py`); a format whose tokenizer needs an extra
-that is not installed (mistral-common) is skipped, the reason naming the extra.
+Without the shared data (`tests/data.py`) the invariant suite tests every format on the
+synthetic vocabulary instead (`standalone_tokenizer`, `tests/vocabulary.py`); a format
+whose tokenizer needs an extra that is not installed (mistral-common) is skipped, the
+reason naming the extra.
 """
 
 from __future__ import annotations
@@ -96,13 +97,19 @@ CONTENT = "Let me check that for you, café ☕."
 
 
 def tokenizer(fmt: str) -> Tokenizer:
-    """The format's test tokenizer: its real (or derived) one from the shared data, or
-    the synthetic vocabulary when the data is absent."""
+    """The format's real (or derived) test tokenizer; skips the test without the data."""
     try:
-        load = TOKENIZERS[fmt]
+        return TOKENIZERS[fmt]()
     except KeyError:
         raise AssertionError(f"format {fmt!r} has no test tokenizer in tests/cases.py") from None
-    return load() if has_data() else synthetic_tokenizer()
+
+
+def standalone_tokenizer(fmt: str) -> Tokenizer:
+    """The format's test tokenizer, or the synthetic vocabulary when the shared data is
+    absent (the invariants hold on any vocabulary; facts of a real one need the data)."""
+    if fmt not in TOKENIZERS:
+        raise AssertionError(f"format {fmt!r} has no test tokenizer in tests/cases.py")
+    return tokenizer(fmt) if has_data() else synthetic_tokenizer()
 
 
 # -- outputs no renderer writes: text inside sections, prose around calls ------------

@@ -1,36 +1,21 @@
-"""A pytest plugin that makes mistral-common unimportable, as if the extra were absent.
+"""A pytest plugin that makes the `mistral` extra unimportable, as if it were absent.
 
-    pytest -p tests.no_mistral_common
+    python -m pytest -p tests.no_mistral_common    (from the repository root)
 
-Loaded before any test module, it puts a finder first on `sys.meta_path` that refuses
-`mistral_common` and its submodules with the `ModuleNotFoundError` a missing package
-raises, so the suite can be run as an installation without `toolwire[mistral]` runs it
-(tests/test_standalone.py does), without uninstalling anything.
+Loaded before any test module, it marks `mistral_common` and `sentencepiece` (the
+extra's packages) as missing in `sys.modules` (a `None` entry): importing them raises
+`ModuleNotFoundError` and `importlib.util.find_spec` answers None, exactly as when they
+are not installed. So the suite runs as an installation without `toolwire[mistral]`
+runs it (tests/test_standalone.py does), without uninstalling anything.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from importlib.machinery import ModuleSpec
-from types import ModuleType
 
-BLOCKED = "mistral_common"
+BLOCKED = ("mistral_common", "sentencepiece")
 
-
-class _Refuse:
-    """A meta path finder refusing one top-level package."""
-
-    @staticmethod
-    def find_spec(
-        name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if name == BLOCKED or name.startswith(BLOCKED + "."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-if not any(isinstance(finder, _Refuse) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _Refuse())
-for loaded in [m for m in sys.modules if m == BLOCKED or m.startswith(BLOCKED + ".")]:
-    del sys.modules[loaded]
+for _name in [m for m in sys.modules if m.split(".", 1)[0] in BLOCKED]:
+    del sys.modules[_name]
+for _name in BLOCKED:
+    sys.modules[_name] = None  # type: ignore[assignment]

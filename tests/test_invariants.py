@@ -1,7 +1,8 @@
 """DESIGN.md's invariants, each a test over every registered format.
 
 Vectors are built from each format's own renderer (`Format.render_output`) and its
-test tokenizer (`tests/cases.py`), so a new format is covered by registering it. Ids
+test tokenizer (`tests/cases.py`; the synthetic vocabulary of `tests/vocabulary.py`
+when the shared data is absent), so a new format is covered by registering it. Ids
 are produced two ways: `tok.encode(text)` (delimiters matched: what a model emits)
 and `tok.encode(text, delimiters=False)` (spelled: what a model copying text emits).
 """
@@ -66,7 +67,7 @@ def _with_reasoning(fmt: formats.Format) -> dict[str, Any]:
 @cache
 def vectors(name: str) -> tuple[Vector, ...]:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     r = _with_reasoning(fmt)
     out: list[Vector] = []
 
@@ -181,7 +182,7 @@ def run(name: str, ids: Sequence[int], cuts: Sequence[int] = (), **options: Any)
     """Feed ids cut at `cuts` (sorted positions); return the merged events.
     `finish` is the reason passed to `Parser.finish`."""
     reason = options.pop("finish", None)
-    parser = Parser(name, cases.tokenizer(name), tools=cases.TOOLS, **options)
+    parser = Parser(name, cases.standalone_tokenizer(name), tools=cases.TOOLS, **options)
     events: list[Event] = []
     start = 0
     for cut in [*cuts, len(ids)]:
@@ -266,7 +267,7 @@ def test_vectors_give_the_expected_calls(case: tuple[str, int], stream: bool) ->
 @pytest.mark.parametrize("name", FORMATS)
 def test_reasoning_and_content_are_routed(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     r = _with_reasoning(fmt)
     text = fmt.render_output(content=cases.CONTENT, calls=[cases.CALLS[0]], **r)
     msg = message(name, tok.encode(text))
@@ -281,7 +282,7 @@ def test_reasoning_and_content_are_routed(name: str) -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_spelled_calls_are_content_when_gated(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     text = fmt.render_output(content=cases.CONTENT, calls=cases.CALLS[:2])
     spelled = tok.encode(text, delimiters=False)
     parser = Parser(name, tok, tools=cases.TOOLS)
@@ -301,7 +302,7 @@ def test_spelled_delimiters_inside_a_genuine_call_are_argument_text(
     name: str, stream: bool
 ) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     if not Parser(name, tok).gated:
         pytest.skip(f"{name} is text-matched with this tokenizer (gated is False)")
     ids, injected = _echo_inside(fmt, tok)
@@ -320,7 +321,7 @@ def _squash(text: str | None) -> str:
 @pytest.mark.parametrize("name", FORMATS)
 def test_released_calls_keep_every_character(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     for calls in ([("not_declared", {"a": 1})], [cases.CALLS[0]]):
         text = fmt.render_output(content=cases.CONTENT, calls=calls)
         if calls[0][0] != "not_declared":  # cut inside an argument value
@@ -334,7 +335,7 @@ def test_released_calls_keep_every_character(name: str) -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_outputs_without_calls_lose_only_markup(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     r = _with_reasoning(fmt)
     text = fmt.render_output(content=cases.CONTENT, **r)
     msg = message(name, tok.encode(text))
@@ -348,7 +349,7 @@ def test_strict_raises_on_an_incomplete_call(name: str) -> None:
     from toolwire import MalformedOutput
 
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     ids = tok.encode(fmt.render([cases.CALLS[0]]))
     ids = ids[: len(ids) // 2]
     with pytest.raises(MalformedOutput):
@@ -361,7 +362,7 @@ def test_strict_raises_on_an_incomplete_call(name: str) -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_special_tokens_never_reach_content_or_reasoning(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     delimiter_ids = {i for d in fmt.delimiters for i in tok.encode(d)} | {
         tok.added_tokens[k] for k in fmt.keep if k in tok.added_tokens
     }
@@ -387,7 +388,7 @@ def test_special_tokens_never_reach_content_or_reasoning(name: str) -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_tool_choice_none_consumes_markup(name: str, stream: bool) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     text = fmt.render_output(content=cases.CONTENT, calls=cases.CALLS[:2])
     msg = message(name, tok.encode(text), tool_choice="none", stream_arguments=stream)
     assert msg.tool_calls == []
@@ -397,7 +398,7 @@ def test_tool_choice_none_consumes_markup(name: str, stream: bool) -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_named_choice_returns_only_that_tool(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     text = fmt.render_output(calls=[cases.CALLS[0], cases.CALLS[3]])
     named = {"type": "function", "function": {"name": "get_time"}}
     msg = message(name, tok.encode(text), tool_choice=named)
@@ -410,7 +411,7 @@ def test_named_choice_returns_only_that_tool(name: str) -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_parallel_tool_calls_false_returns_one_call(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     text = fmt.render_output(calls=cases.CALLS[:2])
     msg = message(name, tok.encode(text), parallel_tool_calls=False)
     assert [c.name for c in msg.tool_calls] == ["get_weather"]
@@ -422,7 +423,7 @@ def test_parallel_tool_calls_false_returns_one_call(name: str) -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_argument_fragments_join_to_the_final_json_object(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     ids = tok.encode(fmt.render_output(calls=cases.CALLS))
     parser = Parser(name, tok, tools=cases.TOOLS, stream_arguments=True)
     events: list[Event] = []
@@ -448,7 +449,7 @@ def test_argument_fragments_join_to_the_final_json_object(name: str) -> None:
 def test_streamed_name_comes_before_its_arguments_finish(name: str) -> None:
     """With stream_arguments, a long call shows its name before the body closes."""
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     call = ("search", {"query": "word " * 200})
     ids = tok.encode(fmt.render_output(calls=[call]))
     parser = Parser(name, tok, tools=cases.TOOLS, stream_arguments=True)
@@ -467,7 +468,7 @@ def test_streamed_name_comes_before_its_arguments_finish(name: str) -> None:
 @given(data=st.data())
 def test_random_ids_give_only_events(name: str, data: st.DataObject) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     hot = sorted({i for d in fmt.delimiters for i in tok.encode(d)} | set(tok.special_ids))[:64]
     ident = st.one_of(
         st.integers(0, tok.vocab_size - 1),
@@ -498,7 +499,7 @@ def test_a_call_missing_only_its_closing_delimiter_is_still_a_call(name: str) ->
     close = fmt.call[1]
     if close is None:
         pytest.skip(f"{name} calls have no closing delimiter")
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     text = fmt.render_output(content=cases.CONTENT, calls=[cases.CALLS[0]])
     cut = text.rindex(close)
     msg = message(name, tok.encode(text[:cut]))
@@ -532,7 +533,7 @@ def test_generated_text_inside_sections_keeps_every_guarantee(
     name: str, data: st.DataObject
 ) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     opener, closer = cases.section(fmt)
     marks, others = _strays(fmt, tok)
     piece = st.lists(st.sampled_from(_TEXT + marks + others), max_size=4)

@@ -76,7 +76,7 @@ def _sentencepiece_vocabulary() -> Tokenizer:
     """Mistral's SentencePiece v7 vocabulary as a `tokenizers` backend, decoded the way
     Hugging Face decodes SentencePiece (▁ as a space, `<0xNN>` byte fallback): not
     byte-level, so toolwire detokenizes it through `DecodeStream`."""
-    import sentencepiece
+    sentencepiece = pytest.importorskip("sentencepiece", reason="the mistral extra is absent")
     from tokenizers import AddedToken, decoders, normalizers
     from tokenizers import Tokenizer as Backend
     from tokenizers.models import BPE

@@ -62,8 +62,7 @@ def build(dest: Path, tokenizer_dir: Path, *, seed: int = 0) -> Path:
 
 
 if __name__ == "__main__":
-    here = Path(__file__).resolve().parent
-    source = (
-        Path(sys.argv[2]) if len(sys.argv) > 2 else here.parent.parent / "shared/tokenizers/qwen3"
-    )
+    from tests.data import data_path
+
+    source = Path(sys.argv[2]) if len(sys.argv) > 2 else data_path() / "tokenizers" / "qwen3"
     print(build(Path(sys.argv[1]), source))

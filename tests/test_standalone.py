@@ -1,0 +1,65 @@
+"""The suite stands alone: without the shared data and without mistral-common.
+
+Each test runs pytest in a subprocess with `TOOLWIRE_TEST_DATA` pointing at a folder
+that does not exist and mistral-common made unimportable (`tests/no_mistral_common.py`),
+as a fresh checkout with only the required dependencies runs it:
+
+* every module collects (a test needing the data is skipped, the reason naming it);
+* the invariant suite runs, and passes, on the in-repository synthetic vocabulary
+  (`tests/vocabulary.py`), every format included, at a small example count.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.data import ROOT
+
+#: Property-test examples in the subprocess (the every-split tests run in full).
+EXAMPLES = "10"
+#: What the skip reasons for missing data or a missing extra say (tests/data.py).
+MISSING = re.compile(r"not found|not installed|extra is absent")
+
+
+def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest in a subprocess: no shared data, no mistral-common, this interpreter's path."""
+    env = {
+        **os.environ,
+        "TOOLWIRE_TEST_DATA": str(tmp_path / "nowhere"),
+        "TOOLWIRE_EXAMPLES": EXAMPLES,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
+    command = [sys.executable, "-m", "pytest", "-p", "tests.no_mistral_common"]
+    command += ["-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def _counts(summary: str) -> dict[str, int]:
+    """pytest's closing line ("12 passed, 3 skipped in ...") as {outcome: count}."""
+    return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", summary)}
+
+
+def test_every_module_collects_without_the_data_or_mistral_common(tmp_path: Path) -> None:
+    done = _pytest(tmp_path, "--collect-only", "-q")  # -qq with the configured -q
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert not re.search(r"^ERROR|errors? during collection", out, re.M), out[-4000:]
+    counts = {m: int(n) for m, n in re.findall(r"^(tests/\S+\.py): (\d+)$", done.stdout, re.M)}
+    every = {f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")}
+    assert set(counts) == every, every ^ set(counts)  # no module skipped or failed whole
+    assert counts["tests/test_invariants.py"] > 1000, counts
+
+
+def test_the_invariants_pass_on_the_synthetic_vocabulary(tmp_path: Path) -> None:
+    done = _pytest(tmp_path, "tests/test_invariants.py", "-rs")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    counts = _counts(out.strip().splitlines()[-1])
+    assert counts.get("passed", 0) > 1000 and not counts.get("failed"), counts
+    # Skips only where a format lacks what a test needs, never for missing data or extras.
+    skips = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert not [s for s in skips if MISSING.search(s)], skips
