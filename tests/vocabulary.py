@@ -27,7 +27,8 @@ from toolwire import Tokenizer, formats
 #: parser must drop them wherever they appear.
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>")
 EOS = "<|endoftext|>"
-#: Ordinary ids learned beyond the 256 bytes.
+#: At most this many ordinary ids learned beyond the 256 bytes (the corpus is small:
+#: training stops at about 300).
 MERGES = 768
 
 _PROSE = """\
