@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from tests.conftest import tokenizer_for
+from tests.data import tokenizer_for
 
 from toolwire.backends.base import Delta, Generation
 from toolwire.tokenizer import Tokenizer

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.conftest import ROOT, data_dir
+from tests.data import ROOT, data_dir
 from tests.tiny_qwen3 import build
 from tests.vllm_rig import SERVED, VllmServer, free_port
 

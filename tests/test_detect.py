@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import data_dir, mistral_tokenizer, tokenizer_for
+from tests.data import data_dir, mistral_tokenizer, tokenizer_for
 from tests.derived import derived_tokenizer
 from tests.prompt_cases import DERIVED
 from toolwire import Tokenizer, UsageError, formats
