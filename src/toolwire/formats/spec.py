@@ -3,8 +3,9 @@
 A format names its delimiters as text. The parser resolves each against the served
 tokenizer: a delimiter whose text holds an added token is matched only where that
 token's *id* occurs in the output; the same characters spelled from ordinary ids are
-text. `Format` holds no parsing code; `CallSyntax` objects parse what stands between
-a call's delimiters (its name and arguments), one object per call.
+text. `Format` holds no parsing code; `CallSyntax` objects (their protocol is in
+`toolwire.syntax.protocol`) parse what stands between a call's delimiters (its name
+and arguments), one object per call.
 
 The shape every format fits (all parts optional but `call`)::
 
@@ -31,9 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple
 
-from toolwire.tools import Tools
+# The call-syntax protocol lives with the syntaxes; re-exported here, where formats
+# have always imported it from.
+from toolwire.syntax.protocol import CallContext, CallSyntax, Chained, Reject
 
 __all__ = [
     "Anchor",
@@ -46,56 +49,6 @@ __all__ = [
     "RenderedCall",
     "Route",
 ]
-
-
-class Reject(Exception):
-    """Raised by a `CallSyntax` when the body cannot be a call; the parser releases it."""
-
-
-@dataclass(frozen=True)
-class CallContext:
-    """What a call's syntax may know: the declared tools and the marks' structural forms."""
-
-    tools: Tools
-    #: Each inner mark's text -> the string standing for it in the text the syntax sees.
-    marks: Mapping[str, str]
-    #: The tool's name when the format gives it before the body (a harmony header).
-    name: str | None = None
-
-
-class CallSyntax(Protocol):
-    """Parses one call's body incrementally. Pure: text in, name and arguments out.
-
-    Feeding the body in any split must give the same name, id and argument text.
-    """
-
-    #: The tool's name once known, else None.
-    name: str | None
-    #: The model's own call id where the format carries one, else None.
-    call_id: str | None
-    #: For formats without a closing delimiter: True once the body has ended.
-    done: bool
-
-    def feed(self, text: str) -> int:
-        """Consume body text; return how much was consumed (less only once `done`)."""
-        ...
-
-    def arguments(self) -> str:
-        """Argument JSON text that became final since the last call (append-only)."""
-        ...
-
-    def close(self) -> None:
-        """The body ended. Raise `Reject` unless name and arguments are complete."""
-        ...
-
-
-@runtime_checkable
-class Chained(Protocol):
-    """A self-ending syntax whose body may end in a list separator (`[f(), g()]`)."""
-
-    #: Once `done`: True when the body consumed a separator, so another body follows
-    #: at once (it is opened without any delimiter, like the first).
-    follows: bool
 
 
 #: A call as the tests and tools render it: (name, arguments object).

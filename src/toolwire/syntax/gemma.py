@@ -17,8 +17,8 @@ import json
 import re
 from enum import Enum
 
-from toolwire.formats.spec import CallContext, Reject
 from toolwire.nesting import MAX_DEPTH
+from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import quote_fragment
 
 __all__ = ["GemmaCall"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-from toolwire.formats.spec import CallContext, Reject
 from toolwire.syntax.json_envelope import JsonEnvelope
+from toolwire.syntax.protocol import CallContext, Reject
 
 __all__ = ["JsonCall"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from enum import Enum
 
-from toolwire.formats.spec import CallContext, Reject
 from toolwire.nesting import MAX_DEPTH, json_too_deep
 from toolwire.syntax.jsonscan import STRING, JsonValue
+from toolwire.syntax.protocol import CallContext, Reject
 
 __all__ = ["JsonEnvelope"]
 

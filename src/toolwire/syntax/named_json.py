@@ -18,9 +18,9 @@ import json
 from collections.abc import Callable
 from enum import Enum
 
-from toolwire.formats.spec import CallContext, Reject
 from toolwire.nesting import MAX_DEPTH, json_too_deep
 from toolwire.syntax.jsonscan import JsonValue
+from toolwire.syntax.protocol import CallContext, Reject
 
 __all__ = ["Head", "NamedJson"]
 

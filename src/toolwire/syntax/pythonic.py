@@ -20,7 +20,7 @@ import re
 from enum import Enum
 from typing import Any
 
-from toolwire.formats.spec import CallContext, Reject
+from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import as_json, literal, quote_fragment
 
 __all__ = ["PythonicCall", "python_literal"]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from toolwire.formats.spec import CallContext, Reject
+from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import as_json, quote_fragment
 
 __all__ = ["TaggedParams", "Tags"]
