@@ -28,9 +28,12 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from toolwire.formats.spec import Format
 from toolwire.tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # read as a type only: `toolwire.formats.is_gated` imports this module
+    from toolwire.formats.spec import Format
 
 __all__ = [
     "PRECEDENCE",

@@ -129,7 +129,7 @@ def detect(tokenizer: Tokenizer, *, template: str | os.PathLike[str] | None = No
 def is_gated(fmt: Format | str, tokenizer: Tokenizer | None) -> bool:
     """True when `fmt`'s call structure is decided by token id under `tokenizer`
     (what `Parser(fmt, tokenizer).gated` says, without building a parser)."""
-    from toolwire.lexicon import is_gated as gated  # the lexicon imports this package
+    from toolwire.lexicon import is_gated as gated  # lazily: a registry lookup loads no tokenizer
 
     return gated(get(fmt) if isinstance(fmt, str) else fmt, tokenizer)
 
