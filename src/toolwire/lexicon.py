@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from toolwire.holdback import Holdback
 from toolwire.tokenizer import Tokenizer
 
 if TYPE_CHECKING:  # read as a type only: `toolwire.formats.is_gated` imports this module
@@ -219,7 +220,7 @@ TRANSITIONS: Mapping[tuple[State, Role], Action] = {
 class Scanner:
     """Finds the leftmost (then longest) delimiter; says how much of a tail to hold."""
 
-    __slots__ = ("_first", "_prefixes", "_regex", "longest", "sentinel_led")
+    __slots__ = ("_regex", "holdback", "longest", "sentinel_led")
 
     def __init__(self, patterns: Sequence[str]) -> None:
         ordered = sorted(set(patterns), key=len, reverse=True)
@@ -227,23 +228,15 @@ class Scanner:
         # is not searched alone: the leftmost search would find it first.
         ordered = [p for p in ordered if not any(p in q[1:] for q in ordered if q != p)]
         self._regex = re.compile("|".join(re.escape(p) for p in ordered)) if ordered else None
-        self._prefixes = {p[:k] for p in ordered for k in range(1, len(p))}
-        self._first = {p[-1] for p in self._prefixes}
+        #: holdback(text, start): length of the longest tail of text[start:] that begins
+        #: some delimiter (the bound method itself: this runs on every feed).
+        self.holdback = Holdback(ordered).tail
         self.longest = max((len(p) for p in ordered), default=0)
         #: Every pattern starts with a token's sentinel: ordinary text cannot begin one.
         self.sentinel_led = all(SENTINEL_BASE <= ord(p[0]) < 0xE000 for p in ordered)
 
     def search(self, text: str, start: int) -> re.Match[str] | None:
         return self._regex.search(text, start) if self._regex is not None else None
-
-    def holdback(self, text: str, start: int) -> int:
-        """Length of the longest tail of text[start:] that begins some delimiter."""
-        if not self._prefixes or not text or text[-1] not in self._first:
-            return 0
-        for k in range(min(self.longest - 1, len(text) - start), 0, -1):
-            if text[-k:] in self._prefixes:
-                return k
-        return 0
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from toolwire.events import Content, Event
+from toolwire.holdback import Holdback
 
 __all__ = ["StopMatcher"]
 
@@ -23,11 +24,11 @@ __all__ = ["StopMatcher"]
 class StopMatcher:
     """Cuts content at the first stop string; `stopped` turns True when one matched."""
 
-    __slots__ = ("_held", "_prefixes", "_stops", "matched", "stopped")
+    __slots__ = ("_held", "_holdback", "_stops", "matched", "stopped")
 
     def __init__(self, stops: Sequence[str]) -> None:
         self._stops = [s for s in stops if s]
-        self._prefixes = {s[:k] for s in self._stops for k in range(1, len(s))}
+        self._holdback = Holdback(self._stops)
         self._held = ""
         self.stopped = False
         #: The stop string that matched (the earliest in the text), once one has.
@@ -62,11 +63,7 @@ class StopMatcher:
             if cut:
                 out.append(Content(text[:cut]))
             return
-        keep = 0
-        for k in range(min(len(text), max(map(len, self._stops)) - 1), 0, -1):
-            if text[-k:] in self._prefixes:
-                keep = k
-                break
+        keep = self._holdback.tail(text)
         self._held = text[len(text) - keep :]
         if len(text) > keep:
             out.append(Content(text[: len(text) - keep]))

@@ -17,6 +17,7 @@ import json
 import re
 from enum import Enum
 
+from toolwire.holdback import Holdback
 from toolwire.nesting import MAX_DEPTH
 from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import quote_fragment
@@ -50,6 +51,7 @@ class GemmaCall:
         self.done = False
         self._tools = context.tools
         self._quote = quote  # the structural form of `<|"|>`
+        self._quote_start = Holdback([quote])  # a string's tail that may begin its end
         self._mode = _Mode.HEAD
         self._buf = ""  # text not yet consumed (a partial quote, an unfinished head)
         self._searched = 0  # how much of an unfinished head is known to hold no brace
@@ -100,7 +102,7 @@ class GemmaCall:
                 continue
             if mode is _Mode.STRING:
                 at = buf.find(quote, pos)
-                end = at if at >= 0 else len(buf) - _partial(buf, quote)
+                end = at if at >= 0 else len(buf) - self._quote_start.tail(buf)
                 piece = buf[pos:end]
                 if self._quoted_key:
                     self._word.append(piece)
@@ -229,11 +231,3 @@ def _scalar(word: str, kind: str | None) -> str:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return word
     return json.dumps(word, ensure_ascii=False)
-
-
-def _partial(text: str, quote: str) -> int:
-    """Length of the longest tail of `text` that begins `quote` (held for later)."""
-    for k in range(min(len(quote) - 1, len(text)), 0, -1):
-        if quote.startswith(text[-k:]):
-            return k
-    return 0

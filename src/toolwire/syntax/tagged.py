@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from toolwire.holdback import Holdback
 from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import as_json, quote_fragment
 
@@ -86,6 +87,7 @@ class TaggedParams:
         self._self_ending = self_ending  # the body ends at `tags.end` (no close delimiter)
         self._tools = context.tools
         self._tags = tags
+        self._value_close = Holdback([tags.value[1]])  # a value's tail that may begin its end
         self._phase = _Phase.NAME_OPEN
         self._buf = ""
         self._key = ""
@@ -247,7 +249,7 @@ class TaggedParams:
             self._value_piece(text, final=True)
             return True
         # Hold back what could begin the closing tag (and a newline before it).
-        keep = _tail_prefix(buf, close)
+        keep = self._value_close.tail(buf)
         if self._tags.trim_newline and buf[: len(buf) - keep].endswith("\n"):
             keep += 1
         if not self._started and self._tags.trim_newline and len(buf) - keep < 2:
@@ -278,17 +280,3 @@ class TaggedParams:
 
 def quote_fragment_key(key: str) -> str:
     return '"' + quote_fragment(key) + '": '
-
-
-def _tail_prefix(buf: str, tag: str) -> int:
-    """Length of the longest tail of `buf` that is a proper prefix of `tag`.
-
-    Only positions holding the tag's first character are tried, so text without it
-    (almost every fragment of a value) costs one `str.find`.
-    """
-    at = buf.find(tag[0], max(0, len(buf) - len(tag) + 1))
-    while at >= 0:
-        if tag.startswith(buf[at:]):
-            return len(buf) - at
-        at = buf.find(tag[0], at + 1)
-    return 0
