@@ -19,12 +19,12 @@ from enum import Enum
 
 from toolwire.holdback import Holdback
 from toolwire.nesting import MAX_DEPTH
+from toolwire.syntax.base import WS, ArgumentsDrain
 from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import quote_fragment
 
 __all__ = ["GemmaCall"]
 
-_WS = " \t\r\n"
 _KEY_END = re.compile(r":")
 _SCALAR_END = re.compile(r"[,}\]]")
 _PYTHON = {"True": "true", "False": "false", "None": "null"}
@@ -42,10 +42,11 @@ class _Mode(Enum):
     END = 8
 
 
-class GemmaCall:
+class GemmaCall(ArgumentsDrain):
     """Parses one Gemma 4 call body into a name and JSON arguments."""
 
     def __init__(self, context: CallContext, quote: str) -> None:
+        super().__init__()
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
@@ -60,7 +61,6 @@ class GemmaCall:
         self._key = ""  # the current top-level key, for schema typing
         self._stack: list[str] = []  # open containers, "{" or "["
         self._fresh = False  # a container just opened: it may close at once
-        self._out: list[str] = []
         self._error = ""
 
     def feed(self, text: str) -> int:
@@ -69,15 +69,10 @@ class GemmaCall:
             self._advance()
         return len(text)
 
-    def arguments(self) -> str:
-        out = "".join(self._out)
-        self._out.clear()
-        return out
-
     def close(self) -> None:
         if self._error:
             raise Reject(self._error)
-        if self._mode is not _Mode.END or self._buf.strip(_WS):
+        if self._mode is not _Mode.END or self._buf.strip(WS):
             raise Reject("the call's arguments are incomplete")
 
     # -- the converter ---------------------------------------------------------------
@@ -91,12 +86,12 @@ class GemmaCall:
                 if at < 0:
                     self._searched = len(buf)  # the head so far holds no brace
                     break
-                head = buf[:at].strip(_WS)
+                head = buf[:at].strip(WS)
                 name = head[5:] if head.startswith("call:") else head
                 if not name or quote in name:
                     self._error = "the call names no tool"
                     break
-                self.name = name.strip(_WS)
+                self.name = name.strip(WS)
                 self._open("{")
                 pos = at + 1
                 continue
@@ -125,13 +120,13 @@ class GemmaCall:
                     pos = len(buf)
                     break
                 if mode is _Mode.KEY_TEXT:
-                    self._emit_key("".join(self._word).strip(_WS))
+                    self._emit_key("".join(self._word).strip(WS))
                     pos = match.end()
                 else:
-                    self._emit_scalar("".join(self._word).strip(_WS))
+                    self._emit_scalar("".join(self._word).strip(WS))
                     pos = match.start()
                 continue
-            while pos < len(buf) and buf[pos] in _WS:
+            while pos < len(buf) and buf[pos] in WS:
                 pos += 1
             if pos == len(buf):
                 break

@@ -13,43 +13,37 @@ from __future__ import annotations
 import json
 
 from toolwire.nesting import MAX_DEPTH, json_too_deep
+from toolwire.syntax.base import WS, ArgumentsDrain
 from toolwire.syntax.jsonscan import JsonValue
 from toolwire.syntax.protocol import CallContext, Reject
 
 __all__ = ["JsonArguments"]
 
-_WS = " \t\r\n"
 
-
-class JsonArguments:
+class JsonArguments(ArgumentsDrain):
     """Passes one JSON object through; the name is `context.name`."""
 
     def __init__(self, context: CallContext) -> None:
+        super().__init__()
         self.name: str | None = context.name
         self.call_id: str | None = None
         self.done = False
         self._value = JsonValue()
         self._args: list[str] = []  # every fragment, for the check at close
-        self._pending: list[str] = []  # fragments not yet taken by `arguments()`
         self._trailing = False  # non-space text after the value
 
     def feed(self, text: str) -> int:
         if self._value.done:
-            self._trailing = self._trailing or bool(text.strip(_WS))
+            self._trailing = self._trailing or bool(text.strip(WS))
             return len(text)
         end = self._value.feed(text)
-        piece = text[:end] if self._args else text[:end].lstrip(_WS)
+        piece = text[:end] if self._args else text[:end].lstrip(WS)
         if piece:
             self._args.append(piece)
-            self._pending.append(piece)
+            self._out.append(piece)
         if end < len(text):
-            self._trailing = bool(text[end:].strip(_WS))
+            self._trailing = bool(text[end:].strip(WS))
         return len(text)
-
-    def arguments(self) -> str:
-        out = "".join(self._pending)
-        self._pending.clear()
-        return out
 
     def close(self) -> None:
         if self.name is None:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from enum import Enum
 
+from toolwire.syntax.base import WS
 from toolwire.syntax.json_envelope import JsonEnvelope
 from toolwire.syntax.protocol import CallContext, Reject
 
 __all__ = ["JsonCall"]
-
-_WS = " \t\r\n"
 
 
 class _Phase(Enum):
@@ -58,7 +57,7 @@ class JsonCall:
                 self._phase = _Phase.AFTER
                 continue
             c = text[i]
-            if c in _WS:
+            if c in WS:
                 i += 1
             elif self._phase is _Phase.START:
                 if c == "[" and not self._bracket:

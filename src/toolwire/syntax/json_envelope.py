@@ -15,13 +15,13 @@ import json
 from enum import Enum
 
 from toolwire.nesting import MAX_DEPTH, json_too_deep
+from toolwire.syntax.base import WS, ArgumentsDrain
 from toolwire.syntax.jsonscan import STRING, JsonValue
 from toolwire.syntax.protocol import CallContext, Reject
 
 __all__ = ["JsonEnvelope"]
 
-_WS = " \t\r\n"
-_SCALAR_END = frozenset(_WS + ",}]")  # where the scan ends a scalar (`jsonscan`)
+_SCALAR_END = frozenset(WS + ",}]")  # where the scan ends a scalar (`jsonscan`)
 _DECODER = json.JSONDecoder()
 _UNPARSED = object()
 
@@ -35,13 +35,14 @@ class _Phase(Enum):
     END = 5
 
 
-class JsonEnvelope:
+class JsonEnvelope(ArgumentsDrain):
     """Parses `{"name": ..., "arguments": {...}}` incrementally."""
 
     name_keys: tuple[str, ...] = ("name",)
     argument_keys: tuple[str, ...] = ("arguments", "parameters")
 
     def __init__(self, context: CallContext, *, self_ending: bool = False) -> None:
+        super().__init__()
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
@@ -51,7 +52,6 @@ class JsonEnvelope:
         self._key = ""
         self._value = JsonValue()
         self._raw: list[str] = []  # the current value's text
-        self._pending: list[str] = []  # argument text not yet taken
         self._args: str | None = None  # the complete arguments text
         self._error = ""
         self._parsed: object = _UNPARSED  # the arguments, when parsed whole
@@ -83,7 +83,7 @@ class JsonEnvelope:
                 if self._value.done:
                     self._value_done()
                 continue
-            while pos < size and buf[pos] in _WS:
+            while pos < size and buf[pos] in WS:
                 pos += 1
             if pos == size:
                 break
@@ -145,18 +145,18 @@ class JsonEnvelope:
         if not text:
             return
         if not self._raw:
-            text = text.lstrip(_WS)
+            text = text.lstrip(WS)
             if not text:
                 return
         self._raw.append(text)
         if self._key in self.argument_keys and self._args is None:
-            self._pending.append(text)
+            self._out.append(text)
 
     def _whole_value(self, buf: str, pos: int) -> bool:
         """A value whose text is all here is parsed once, in C (`raw_decode`); else the
         incremental scan takes it. Tried once per value, so streaming stays linear."""
         start = pos
-        while start < len(buf) and buf[start] in _WS:
+        while start < len(buf) and buf[start] in WS:
             start += 1
         if start == len(buf):
             return False
@@ -191,11 +191,6 @@ class JsonEnvelope:
         elif self._key in self.argument_keys and self._args is None:
             self._args = raw
 
-    def arguments(self) -> str:
-        out = "".join(self._pending)
-        self._pending.clear()
-        return out
-
     def close(self) -> None:
         if self._error:
             raise Reject(self._error)
@@ -209,7 +204,7 @@ class JsonEnvelope:
             raise Reject("the call names no tool")
         if self._args is None:
             self._args = "{}"
-            self._pending.append("{}")
+            self._out.append("{}")
         if json_too_deep(self._args):
             raise Reject(f"the arguments nest deeper than {MAX_DEPTH} levels")
         value = self._parsed

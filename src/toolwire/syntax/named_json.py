@@ -19,12 +19,12 @@ from collections.abc import Callable
 from enum import Enum
 
 from toolwire.nesting import MAX_DEPTH, json_too_deep
+from toolwire.syntax.base import WS, ArgumentsDrain
 from toolwire.syntax.jsonscan import JsonValue
 from toolwire.syntax.protocol import CallContext, Reject
 
 __all__ = ["Head", "NamedJson"]
 
-_WS = " \t\r\n"
 
 #: Head text -> (tool name, the model's call id or None); raises `Reject`.
 Head = Callable[[str], tuple[str, str | None]]
@@ -36,7 +36,7 @@ class _Phase(Enum):
     AFTER = 2
 
 
-class NamedJson:
+class NamedJson(ArgumentsDrain):
     """Parses `HEAD <head_end> JSON [tail]` incrementally."""
 
     def __init__(
@@ -48,6 +48,7 @@ class NamedJson:
         tail: str = "",
         self_ending: bool = False,
     ) -> None:
+        super().__init__()
         del context  # the arguments are the model's own JSON: no schema typing
         self.name: str | None = None
         self.call_id: str | None = None
@@ -60,7 +61,6 @@ class NamedJson:
         self._buf = ""  # the head so far, or the text after the arguments
         self._value = JsonValue()
         self._args: list[str] = []  # every argument fragment, for the check at close
-        self._pending: list[str] = []  # fragments not yet taken by `arguments()`
         self._error = ""
 
     def feed(self, text: str) -> int:
@@ -95,21 +95,16 @@ class NamedJson:
                 self.done = True
                 return pos
         self._buf += text[pos:]
-        if len(self._buf.strip(_WS)) > len(self._tail):
+        if len(self._buf.strip(WS)) > len(self._tail):
             self._error = "text after the call's arguments"
         return len(text)
 
     def _take(self, text: str) -> None:
         if not self._args:
-            text = text.lstrip(_WS)
+            text = text.lstrip(WS)
         if text:
             self._args.append(text)
-            self._pending.append(text)
-
-    def arguments(self) -> str:
-        out = "".join(self._pending)
-        self._pending.clear()
-        return out
+            self._out.append(text)
 
     def close(self) -> None:
         if self._error:
@@ -118,7 +113,7 @@ class NamedJson:
             raise Reject("the call has no arguments")
         if self._phase is _Phase.ARGS and not self._value.end():
             raise Reject("the call's arguments are incomplete")
-        if self._buf.strip(_WS) not in ("", self._tail):
+        if self._buf.strip(WS) not in ("", self._tail):
             raise Reject("text after the call's arguments")
         text = "".join(self._args)
         if json_too_deep(text):

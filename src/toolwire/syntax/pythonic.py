@@ -20,12 +20,12 @@ import re
 from enum import Enum
 from typing import Any
 
+from toolwire.syntax.base import WS, ArgumentsDrain
 from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import as_json, literal, quote_fragment
 
 __all__ = ["PythonicCall", "python_literal"]
 
-_WS = " \t\r\n"
 _IDENT_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _IDENT = _IDENT_START | frozenset("0123456789")
 _NAME = _IDENT | {".", "-"}
@@ -43,10 +43,11 @@ class _Phase(Enum):
     AFTER = 7
 
 
-class PythonicCall:
+class PythonicCall(ArgumentsDrain):
     """Parses `[? NAME(KEY=VALUE, ...)` then `,` or `]` into a name and JSON arguments."""
 
     def __init__(self, context: CallContext) -> None:
+        super().__init__()
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
@@ -61,7 +62,6 @@ class PythonicCall:
         self._quote = ""  # the open string's quote character
         self._escape = False
         self._count = 0
-        self._out: list[str] = []
         self._error = ""
 
     def feed(self, text: str) -> int:
@@ -85,7 +85,7 @@ class PythonicCall:
                 else:
                     self._key, self._phase = word, _Phase.EQUALS
                 continue
-            if c in _WS:
+            if c in WS:
                 i += 1
             elif phase is _Phase.START:
                 if c == "[" and not self._bracket:
@@ -166,7 +166,7 @@ class PythonicCall:
         return i
 
     def _emit(self) -> None:
-        source = "".join(self._source).strip(_WS)
+        source = "".join(self._source).strip(WS)
         if not source:
             self._fail("a parameter has no value", 0)
             return
@@ -182,11 +182,6 @@ class PythonicCall:
         self._error = self._error or reason
         self.done = True
         return at
-
-    def arguments(self) -> str:
-        out = "".join(self._out)
-        self._out.clear()
-        return out
 
     def close(self) -> None:
         if self._error:

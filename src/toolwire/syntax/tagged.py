@@ -23,12 +23,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from toolwire.holdback import Holdback
+from toolwire.syntax.base import WS, ArgumentsDrain
 from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import as_json, quote_fragment
 
 __all__ = ["TaggedParams", "Tags"]
-
-_WS = " \t\r\n"
 
 
 @dataclass(frozen=True)
@@ -77,10 +76,11 @@ class _Phase(Enum):
     END = 6
 
 
-class TaggedParams:
+class TaggedParams(ArgumentsDrain):
     """Parses one tagged call body incrementally into a name and JSON arguments."""
 
     def __init__(self, context: CallContext, tags: Tags, *, self_ending: bool = False) -> None:
+        super().__init__()
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
@@ -96,7 +96,6 @@ class TaggedParams:
         self._value: list[str] = []  # buffered raw value (non-string kinds)
         self._started = False  # the current string value emitted its first char
         self._count = 0
-        self._out: list[str] = []
         self._error = ""
 
     # -- CallSyntax ------------------------------------------------------------------
@@ -113,11 +112,6 @@ class TaggedParams:
             return len(text) - rest
         return len(text)
 
-    def arguments(self) -> str:
-        out = "".join(self._out)
-        self._out.clear()
-        return out
-
     def close(self) -> None:
         if self._error:
             raise Reject(self._error)
@@ -126,12 +120,12 @@ class TaggedParams:
             self._set_name(self._buf)
             self._buf = ""
             self._phase = _Phase.PARAMS
-        if self._phase is _Phase.PARAMS and not self._buf.strip(_WS):
+        if self._phase is _Phase.PARAMS and not self._buf.strip(WS):
             self._phase = _Phase.END
             self._out.append("}")
         if self._phase is not _Phase.END:
             raise Reject("the call's parameters are incomplete")
-        if self._buf.strip(_WS):
+        if self._buf.strip(WS):
             raise Reject("text after the call's parameters")
         if self.name is None:
             raise Reject("the call names no tool")
@@ -144,7 +138,7 @@ class TaggedParams:
             buf = self._buf
             phase = self._phase
             if phase in (_Phase.NAME_OPEN, _Phase.PARAMS, _Phase.VALUE_OPEN, _Phase.END):
-                stripped = buf.lstrip(_WS)
+                stripped = buf.lstrip(WS)
                 if not stripped:
                     self._buf = ""
                     return
@@ -213,7 +207,7 @@ class TaggedParams:
         return False
 
     def _set_name(self, text: str) -> None:
-        name = text.strip(_WS)
+        name = text.strip(WS)
         if not name:
             self._error = "the call names no tool"
             return
@@ -221,7 +215,7 @@ class TaggedParams:
         self._out.append("{")
 
     def _start_value(self, key_text: str) -> None:
-        key, kind = key_text.strip(_WS), None
+        key, kind = key_text.strip(WS), None
         if self._tags.attributes is not None:
             key, kind = self._tags.attributes(key_text)
         if not key:
