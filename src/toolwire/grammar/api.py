@@ -30,7 +30,7 @@ from toolwire import formats
 from toolwire.errors import UsageError
 from toolwire.formats.spec import Format
 from toolwire.grammar.anchored import ANCHORED, anchored_format, unenforced_reasons
-from toolwire.grammar.build import Lexicon, build_format
+from toolwire.grammar.build import Delimiters, build_format
 from toolwire.grammar.harmony import harmony_format
 from toolwire.grammar.policy import RELAXED, GrammarPolicy, bound_tag, choose, tool_specs
 from toolwire.grammar.preflight import check
@@ -143,7 +143,7 @@ def structural_tag_with_reason(
             "inside values, which this tag cannot name by id"
         )
         return TagResult(None, (*reasons, why), "unsupported_format", token_level)
-    lex = Lexicon(fmt, tokenizer, token_level)
+    lex = Delimiters(fmt, tokenizer, token_level)
     entry = fmt.section[0] if fmt.section else fmt.call[0]
     pieces = lex.pieces(entry)
     if (

@@ -3,8 +3,9 @@
 Data flow::
 
     Format (delimiters) + Shape (text around arguments) + ToolSpecs + choice
-        -> Lexicon: template text -> elements; each delimiter is split into its
+        -> Delimiters: template text -> elements; each delimiter is split into its
            tokens (token-level: `{"type": "token"}` by id) and text (`const_string`)
+           (the grammar's spelling; the parser's `toolwire.lexicon` is another matter)
         -> call tag      Tag(call.open, head ARGS tail, call.close)
         -> section tag   Tag(section.open, calls joined by separator, section.close)
         -> by choice     auto: triggered (an entry that is text then a token, as
@@ -33,7 +34,7 @@ from toolwire.grammar.shapes import Params, Shape
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import schema_type
 
-__all__ = ["Lexicon", "build_format"]
+__all__ = ["Delimiters", "build_format"]
 
 #: Gemma 4's string quote, a token written element by element (`gemma_values`).
 QUOTE = '<|"|>'
@@ -47,8 +48,12 @@ _LEADING_SPACE: Element = {"type": "regex", "pattern": "[ \\n]{0,2}"}
 _ANY_KEY = "[A-Za-z_][A-Za-z0-9_]{0,15}"
 
 
-class Lexicon:
-    """Template text -> elements. At token level, delimiters are named by id."""
+class Delimiters:
+    """A format's delimiters as the grammar writes them: template text -> elements.
+
+    At token level a delimiter is written as its added tokens' ids (and the text
+    between them), else as its text. (Held as `lex` by the builders.)
+    """
 
     def __init__(self, fmt: Format, tokenizer: Tokenizer | None, token_level: bool) -> None:
         self.token_level = token_level and tokenizer is not None
@@ -137,7 +142,9 @@ def _either(elements: list[Element]) -> Element:
     return elements[0] if len(elements) == 1 else {"type": "or", "elements": elements}
 
 
-def _tag(lex: Lexicon, open_text: str, content: list[Element], close_text: str | None) -> Element:
+def _tag(
+    lex: Delimiters, open_text: str, content: list[Element], close_text: str | None
+) -> Element:
     """Tag(first piece of open, rest + content + all but the last piece of close, last)."""
     opening = lex.pieces(open_text)
     closing = lex.pieces(close_text) if close_text else []
@@ -153,7 +160,7 @@ def _tag(lex: Lexicon, open_text: str, content: list[Element], close_text: str |
 
 class _Builder:
     def __init__(
-        self, fmt: Format, shape: Shape, lex: Lexicon, parallel: bool, exclude: bool
+        self, fmt: Format, shape: Shape, lex: Delimiters, parallel: bool, exclude: bool
     ) -> None:
         self.fmt = fmt
         self.shape = shape
@@ -354,7 +361,7 @@ def build_format(
     choice: str,
     *,
     parallel: bool,
-    lex: Lexicon,
+    lex: Delimiters,
     in_reasoning: bool,
     exclude: bool,
 ) -> Element:

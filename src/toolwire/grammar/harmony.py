@@ -3,8 +3,8 @@
 The output starts at the first header (the prompt ends with `<|start|>assistant`).
 Every message's header may be preceded by `<|start|>assistant` (SEP; the renderer
 writes it before each call, the parser also reads a header right after `<|end|>` or
-`<|call|>`). Built from the `Format`'s delimiters through the `Lexicon`, so at token
-level every delimiter is its o200k_harmony id:
+`<|call|>`). Built from the `Format`'s delimiters as `build.Delimiters` spells them, so
+at token level every delimiter is its o200k_harmony id:
 
     analysis   [SEP]<|channel|>analysis<|message|> TEXT <|end|>
     call       [SEP]<|channel|>commentary to=functions.NAME[ ]<|constrain|>json<|message|>
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolwire.formats.spec import Format
-from toolwire.grammar.build import Lexicon
+from toolwire.grammar.build import Delimiters
 from toolwire.grammar.policy import ToolSpec
 
 __all__ = ["harmony_format"]
@@ -41,7 +41,7 @@ _SEP = "<|start|>assistant"
 
 
 class _Harmony:
-    def __init__(self, fmt: Format, lex: Lexicon) -> None:
+    def __init__(self, fmt: Format, lex: Delimiters) -> None:
         self.lex = lex
         self.all_texts = list(fmt.delimiters)
         self.all_ids = lex.ids(fmt.delimiters)
@@ -108,7 +108,7 @@ class _Harmony:
 
 def harmony_format(
     fmt: Format,
-    lex: Lexicon,
+    lex: Delimiters,
     specs: Sequence[ToolSpec],
     choice: str,
     *,

@@ -23,7 +23,7 @@ from typing import Any
 from toolwire import formats
 from toolwire.errors import ToolwireError
 from toolwire.grammar.api import TagResult
-from toolwire.grammar.build import Lexicon, _Builder
+from toolwire.grammar.build import Delimiters, _Builder
 from toolwire.grammar.policy import RELAXED
 from toolwire.grammar.preflight import check
 from toolwire.grammar.schema import normalize
@@ -55,7 +55,7 @@ def output_tag(
             why = f"format {fmt.name!r}: response_format is not supported for this format"
             return TagResult(None, (why,), "unsupported_format")
         token_level = tokenizer is not None and formats.is_gated(fmt, tokenizer)
-        builder = _Builder(fmt, shape, Lexicon(fmt, tokenizer, token_level), True, True)
+        builder = _Builder(fmt, shape, Delimiters(fmt, tokenizer, token_level), True, True)
         inside = fmt.starts_in_reasoning if in_reasoning is None else in_reasoning
         prefix = builder.reasoning(inside)
     normalized, reasons = normalize(schema, "response_format.schema")
