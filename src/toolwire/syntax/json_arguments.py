@@ -10,10 +10,7 @@ checked to be a JSON object when the body closes.
 
 from __future__ import annotations
 
-import json
-
-from toolwire.nesting import MAX_DEPTH, json_too_deep
-from toolwire.syntax.base import WS, ArgumentsDrain
+from toolwire.syntax.base import WS, ArgumentsDrain, check_object
 from toolwire.syntax.jsonscan import JsonValue
 from toolwire.syntax.protocol import CallContext, Reject
 
@@ -52,12 +49,4 @@ class JsonArguments(ArgumentsDrain):
             raise Reject("the call's arguments are incomplete")
         if self._trailing:
             raise Reject("text after the call's arguments")
-        text = "".join(self._args)
-        if json_too_deep(text):
-            raise Reject(f"the arguments nest deeper than {MAX_DEPTH} levels")
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise Reject(f"the arguments are not valid JSON ({exc})") from None
-        if not isinstance(value, dict):
-            raise Reject("the arguments are not a JSON object")
+        check_object("".join(self._args))

@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 
-from toolwire.nesting import MAX_DEPTH, json_too_deep
-from toolwire.syntax.base import WS, ArgumentsDrain
+from toolwire.syntax.base import UNPARSED, WS, ArgumentsDrain, check_object
 from toolwire.syntax.jsonscan import STRING, JsonValue
 from toolwire.syntax.protocol import CallContext, Reject
 
@@ -23,7 +22,6 @@ __all__ = ["JsonEnvelope"]
 
 _SCALAR_END = frozenset(WS + ",}]")  # where the scan ends a scalar (`jsonscan`)
 _DECODER = json.JSONDecoder()
-_UNPARSED = object()
 
 
 class _Phase(Enum):
@@ -54,7 +52,7 @@ class JsonEnvelope(ArgumentsDrain):
         self._raw: list[str] = []  # the current value's text
         self._args: str | None = None  # the complete arguments text
         self._error = ""
-        self._parsed: object = _UNPARSED  # the arguments, when parsed whole
+        self._parsed: object = UNPARSED  # the arguments, when parsed whole
         self._value_end = 0
         self._tried = False  # the current value was offered to `_whole_value`
 
@@ -205,13 +203,4 @@ class JsonEnvelope(ArgumentsDrain):
         if self._args is None:
             self._args = "{}"
             self._out.append("{}")
-        if json_too_deep(self._args):
-            raise Reject(f"the arguments nest deeper than {MAX_DEPTH} levels")
-        value = self._parsed
-        if value is _UNPARSED:
-            try:
-                value = json.loads(self._args)
-            except ValueError as exc:
-                raise Reject(f"the arguments are not valid JSON ({exc})") from None
-        if not isinstance(value, dict):
-            raise Reject("the arguments are not a JSON object")
+        check_object(self._args, self._parsed)

@@ -14,12 +14,10 @@ at the value's end (formats without a closing delimiter).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from enum import Enum
 
-from toolwire.nesting import MAX_DEPTH, json_too_deep
-from toolwire.syntax.base import WS, ArgumentsDrain
+from toolwire.syntax.base import WS, ArgumentsDrain, check_object
 from toolwire.syntax.jsonscan import JsonValue
 from toolwire.syntax.protocol import CallContext, Reject
 
@@ -115,12 +113,4 @@ class NamedJson(ArgumentsDrain):
             raise Reject("the call's arguments are incomplete")
         if self._buf.strip(WS) not in ("", self._tail):
             raise Reject("text after the call's arguments")
-        text = "".join(self._args)
-        if json_too_deep(text):
-            raise Reject(f"the arguments nest deeper than {MAX_DEPTH} levels")
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise Reject(f"the arguments are not valid JSON ({exc})") from None
-        if not isinstance(value, dict):
-            raise Reject("the arguments are not a JSON object")
+        check_object("".join(self._args))
