@@ -8,6 +8,7 @@ msg = toolwire.Message.from_events(events)
 
 from __future__ import annotations
 
+from toolwire import detect as _detect  # noqa: F401 (installs `formats.detect`)
 from toolwire import events, formats
 from toolwire.errors import MalformedOutput, PromptError, ToolwireError, UsageError
 from toolwire.events import Content, Event, Reasoning, ToolCallArguments, ToolCallBegin, ToolCallEnd

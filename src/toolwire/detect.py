@@ -282,3 +282,6 @@ def _by_vocabulary(tokenizer: Tokenizer, why_not_template: str) -> Detection:
         evidence,
         f"{why_not_template}; the vocabulary holds {top[0].name}'s delimiters as tokens",
     )
+
+
+formats._install_detector(detect)  # `toolwire.formats.detect` (the registry cannot import this)

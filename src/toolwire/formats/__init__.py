@@ -13,7 +13,7 @@ or one of whose aliases, spells like a taken name or alias is a `UsageError`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from toolwire.errors import UsageError
@@ -115,15 +115,26 @@ def get(name: str) -> Format:
     )
 
 
+#: Detection renders chat templates and runs parsers, layers above this registry, so
+#: the registry never imports it: `toolwire.detect` installs itself here when it
+#: loads (the `toolwire` package imports it, so it is in place before any caller's code).
+_detector: Callable[..., Detection] | None = None
+
+
+def _install_detector(detector: Callable[..., Detection]) -> None:
+    global _detector
+    _detector = detector
+
+
 def detect(tokenizer: Tokenizer, *, template: str | os.PathLike[str] | None = None) -> Detection:
     """The format a chat template and a vocabulary say the model writes, with the
     evidence, or no format and the reason (see `toolwire.detect`).
 
     `template`: the template text or a `.jinja` path; by default the tokenizer's own.
     """
-    from toolwire.detect import detect as run  # renders templates: a layer above
-
-    return run(tokenizer, template=template)
+    if _detector is None:  # only while the `toolwire` package itself is still loading
+        raise UsageError("format detection is not loaded yet: import toolwire first")
+    return _detector(tokenizer, template=template)
 
 
 def is_gated(fmt: Format | str, tokenizer: Tokenizer | None) -> bool:
