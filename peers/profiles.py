@@ -173,6 +173,8 @@ _V_ENGINE = Cite(
     "request.skip_special_tokens = False",
     "engine parsers' adjust_request",
 )
+_V_GRANITE4 = Cite("vllm/tool_parsers/granite4_tool_parser.py", 71,
+                   "request.skip_special_tokens = False", "granite4 adjust_request")  # fmt: skip
 _S_TOOLS = SGLANG_DRIVING[1]
 _S_OSS = SGLANG_DRIVING[0]
 
@@ -254,6 +256,11 @@ PROFILES: dict[str, Profile] = {
     "pythonic": Profile(
         "llama3", "llama3/meta-llama-Llama-3.2-3B-Instruct.jinja", None,
         _LLAMA3, _v("pythonic"), _s("pythonic"),
+    ),
+    # Granite 4.0 generation_config: <|end_of_text|> 100257. SGLang has no Granite 4 parser.
+    "granite4": Profile(
+        "derived:granite4", None, None, ("<|end_of_text|>",),
+        _v("granite4", skip=False, cite=_V_GRANITE4),
     ),
     "mistral": Profile(
         "mistral/tekken_240718.json.gz", None, None, ("</s>",), _v("mistral"), _s("mistral"),

@@ -21,9 +21,10 @@ from typing import Any
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer, load_tokenizer
 
-__all__ = ["DERIVED", "tokenizer_file", "tokenizer_for"]
+__all__ = ["DERIVED", "NOT_SPECIAL", "tokenizer_file", "tokenizer_for"]
 
-#: family -> (special tokens in id order, eos token, chat template file)
+#: family -> (special tokens in id order, eos token, chat template file or "" for none
+#: available offline)
 DERIVED: dict[str, tuple[list[str], str, str]] = {
     "glm": (
         [
@@ -52,19 +53,45 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<turn|>",
         "google-gemma-4-31B-it.jinja",
     ),
+    # Granite 4.0: its tokenizer.json's added tokens 100256-100283, in order.
+    "granite4": (
+        [
+            "<|pad|>", "<|end_of_text|>", "<|fim_prefix|>", "<|fim_middle|>",
+            "<|fim_suffix|>", "<|fim_pad|>", "<|filename|>", "<|reponame|>",
+            "<|start_of_role|>", "<|end_of_role|>", "<|unused_1|>", "<|start_of_plugin|>",
+            "<|end_of_plugin|>", "<|unk|>", "<tool_call>", "</tool_call>",
+            "<tool_response>", "</tool_response>", "<think>", "</think>", "<think_on>",
+            "<think_off>", "<schema>", "</schema>", "<tools>", "</tools>", "<documents>",
+            "</documents>",
+        ],
+        "<|end_of_text|>",
+        "",
+    ),
+}  # fmt: skip
+
+#: family -> its added tokens that the real vocabulary marks `"special": false` (added
+#: tokens all the same: single ids, which is what gating rests on).
+NOT_SPECIAL: dict[str, frozenset[str]] = {
+    "granite4": frozenset(
+        {
+            "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+            "<|filename|>", "<|reponame|>", "<tool_call>", "</tool_call>",
+            "<tool_response>", "</tool_response>", "<think>", "</think>",
+        }
+    ),
 }  # fmt: skip
 
 _BASE_VOCAB = 151643  # Qwen3's BPE vocabulary; its first added token is <|endoftext|>
 
 
-def _token(content: str) -> dict[str, Any]:
+def _token(content: str, special: bool = True) -> dict[str, Any]:
     return {
         "content": content,
         "single_word": False,
         "lstrip": False,
         "rstrip": False,
         "normalized": False,
-        "special": True,
+        "special": special,
     }
 
 
@@ -86,18 +113,22 @@ def _derive(family: str, data: Path) -> Path:
     with gzip.open(data / "tokenizers/qwen3/tokenizer.json.gz", "rt") as fh:
         vocab = json.load(fh)
     table: dict[int, str] = {_BASE_VOCAB: "<|endoftext|>", **tokens}
+    plain = NOT_SPECIAL.get(family, frozenset())
     vocab["added_tokens"] = [
-        {"id": i, **_token(table.get(i, f"<|reserved_{i}|>"))}
+        {"id": i, **_token(text, text not in plain)}
         for i in range(_BASE_VOCAB, max(table) + 1)
+        for text in [table.get(i, f"<|reserved_{i}|>")]
     ]
     folder = Path(tempfile.mkdtemp(prefix=f"toolwire-check-{family}-"))
     (folder / "tokenizer.json").write_text(json.dumps(vocab), encoding="utf-8")
     config: dict[str, Any] = {
-        "added_tokens_decoder": {str(i): _token(t) for i, t in sorted(tokens.items())},
+        "added_tokens_decoder": {
+            str(i): _token(t, t not in plain) for i, t in sorted(tokens.items())
+        },
         **extra,
     }
     template_path = data / "tokenizers" / family / template
-    if template_path.is_file():
+    if template and template_path.is_file():
         config["chat_template"] = template_path.read_text(encoding="utf-8")
     (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     return folder

@@ -36,6 +36,9 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "glm47": lambda: derived_tokenizer("glm"),
     "minimax_m2": lambda: derived_tokenizer("minimax_m2"),
     "gemma4": lambda: derived_tokenizer("gemma4"),
+    # Granite 4.0's added tokens (its tokenizer.json, `"special": false` kept where it
+    # says so) on Qwen3's vocabulary: no Granite vocabulary is available offline.
+    "granite4": lambda: derived_tokenizer("granite4"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.
     "gpt_oss": lambda: tokenizer_for("gpt_oss"),

@@ -174,6 +174,7 @@ def _import_builtins() -> None:
         glm45,
         glm47,
         gpt_oss,
+        granite4,
         hermes,
         kimi_k2,
         llama3_json,

@@ -75,6 +75,7 @@ _DSML_SHAPE = Shape(
 SHAPES: dict[str, Shape] = {
     "hermes": _HERMES,
     "qwen3": _HERMES,
+    "granite4": _HERMES,
     "qwen3_coder": Shape(head="\n<function={name}>", tail="</function>\n", style="qwen_xml"),
     "deepseek_v3": Shape(head="function<｜tool▁sep｜>{name}\n```json\n", tail="\n```"),
     "deepseek_v31": Shape(head="{name}<｜tool▁sep｜>", separator=""),

@@ -1,0 +1,177 @@
+"""Granite 4, Seed-OSS, LFM2, Command and Granite 3: per-format behaviour, one table.
+
+Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
+package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
+packages, hold code only), so each is DERIVED (tests/derived.py: Qwen3's real
+vocabulary with the family's own added tokens, in their real order, with the real
+`"special"` flags). The invariant suite and the BFCL round trips cover these formats
+like every other; this file holds what is particular to them: literal outputs as the
+families' chat templates and vLLM's parsers write them, echoes, truncation, undeclared
+tools, reasoning, parallel calls, and each family's quirks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from tests import cases
+from toolwire import Message, Parser, formats
+from toolwire.events import Event, merge
+
+WEATHER = ("get_weather", {"city": "Paris", "days": 3})
+
+#: One output per format writing `get_weather(city="Paris", days=3)`, as the family does.
+NATIVE = {
+    "granite4": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}'
+    "\n</tool_call>",
+}
+NAMES = sorted(NATIVE)
+
+
+def feed(name: str, ids: Sequence[int], deltas: Sequence[int] = (), **options: Any) -> list[Event]:
+    """Feed `ids` cut at the positions in `deltas`; return the merged events."""
+    options.setdefault("tools", cases.TOOLS)
+    parser = Parser(name, cases.tokenizer(name), **options)
+    events: list[Event] = []
+    start = 0
+    for cut in [*deltas, len(ids)]:
+        events += parser.feed(ids[start:cut])
+        start = cut
+    return merge(events + parser.finish())
+
+
+def message(name: str, ids: Sequence[int], deltas: Sequence[int] = (), **options: Any) -> Message:
+    return Message.from_events(feed(name, ids, deltas, **options))
+
+
+def calls_of(msg: Message) -> list[tuple[str, Any]]:
+    return [(c.name, json.loads(c.arguments)) for c in msg.tool_calls]
+
+
+def squash(text: str | None) -> str:
+    return "".join((text or "").split())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_native_output_parses_in_any_chunking(name: str) -> None:
+    tok = cases.tokenizer(name)
+    ids = tok.encode(NATIVE[name])
+    whole = feed(name, ids)
+    assert calls_of(Message.from_events(whole)) == [WEATHER]
+    assert Message.from_events(whole).content is None
+    assert feed(name, ids, range(1, len(ids))) == whole
+    for stream in (False, True):
+        assert feed(name, ids, range(0, len(ids), 3), stream_arguments=stream) == feed(
+            name, ids, stream_arguments=stream
+        )
+    text_parser = Parser(name, None, tools=cases.TOOLS)  # text-only backends
+    events = text_parser.feed_text(NATIVE[name]) + text_parser.finish()
+    assert calls_of(Message.from_events(events)) == [WEATHER]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_render_writes_the_native_output(name: str) -> None:
+    assert squash(formats.get(name).render([WEATHER])) == squash(NATIVE[name])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_format_is_gated_by_its_test_tokenizer(name: str) -> None:
+    assert Parser(name, cases.tokenizer(name)).gated
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_call_spelled_from_sub_words_is_content(name: str) -> None:
+    tok = cases.tokenizer(name)
+    text = f"From the log: {NATIVE[name]} and more."
+    spelled = tok.encode(text, delimiters=False)
+    assert spelled != tok.encode(text)
+    for stream in (False, True):
+        msg = message(name, spelled, stream_arguments=stream)
+        assert msg.tool_calls == []
+        assert msg.content == text
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_truncated_call_is_content_held_and_a_cut_call_streamed(name: str) -> None:
+    tok = cases.tokenizer(name)
+    cut = tok.encode(NATIVE[name][: NATIVE[name].index("Paris") + 3])
+    msg = message(name, cut)
+    assert msg.tool_calls == []
+    assert squash(msg.content) == squash(tok.decode(cut))
+    streamed = message(name, cut, stream_arguments=True)
+    assert [c.name for c in streamed.tool_calls] == ["get_weather"]
+    assert message(name, cut, tool_choice="none").content is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_undeclared_tool_is_content(name: str) -> None:
+    tok = cases.tokenizer(name)
+    text = "Sure. " + NATIVE[name].replace("get_weather", "not_declared")
+    for stream in (False, True):
+        msg = message(name, tok.encode(text), stream_arguments=stream)
+        assert msg.tool_calls == []
+        assert squash(msg.content) == squash(text)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if formats.get(n).reasoning])
+def test_reasoning_then_a_call(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    text = fmt.render_output(reasoning=cases.REASONING, calls=[WEATHER])
+    for stream in (False, True):
+        msg = message(name, tok.encode(text), stream_arguments=stream)
+        assert msg.reasoning == cases.REASONING
+        assert msg.content is None
+        assert calls_of(msg) == [WEATHER]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parallel_calls_in_any_chunking(name: str) -> None:
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)
+    calls = [WEATHER, ("search", {"query": "rain", "tags": ["a", "b"]}), ("get_time", {})]
+    ids = tok.encode(fmt.render(calls))
+    for stream in (False, True):
+        whole = feed(name, ids, stream_arguments=stream)
+        assert calls_of(Message.from_events(whole)) == calls
+        assert feed(name, ids, range(1, len(ids)), stream_arguments=stream) == whole
+
+
+# -- Granite 4 ---------------------------------------------------------------------------
+
+ESCAPED = (
+    '<tool_call>\n{"name": "get_weather", '
+    '"arguments": "{\\"city\\": \\"Paris\\", \\"days\\": 3}"}\n</tool_call>'
+)
+
+
+def test_granite4_delimiters_are_added_but_not_special() -> None:
+    tok = cases.tokenizer("granite4")
+    for text in ("<tool_call>", "</tool_call>", "<think>", "</think>"):
+        token = tok.token_id(text)
+        assert token in tok.added_ids and not tok.is_special(token), text
+    assert tok.is_special(tok.token_id("<|end_of_text|>"))
+
+
+def test_granite4_arguments_given_as_a_string_are_an_object() -> None:
+    tok = cases.tokenizer("granite4")
+    ids = tok.encode(ESCAPED)
+    for stream in (False, True):
+        whole = feed("granite4", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [WEATHER]
+        assert msg.tool_calls[0].arguments == '{"city": "Paris", "days": 3}'
+        assert feed("granite4", ids, range(1, len(ids)), stream_arguments=stream) == whole
+
+
+@pytest.mark.parametrize("arguments", ['"[1, 2]"', '"not json"', '"{\\"a\\": "'])
+def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> None:
+    tok = cases.tokenizer("granite4")
+    text = f'<tool_call>\n{{"name": "get_time", "arguments": {arguments}}}\n</tool_call>'
+    msg = message("granite4", tok.encode(text))
+    assert msg.tool_calls == []
+    assert msg.content == text
