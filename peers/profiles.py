@@ -262,6 +262,10 @@ PROFILES: dict[str, Profile] = {
         "derived:granite4", None, None, ("<|end_of_text|>",),
         _v("granite4", skip=False, cite=_V_GRANITE4),
     ),
+    # Seed-OSS generation_config: <seed:eos>. vLLM: the engine parsers (Qwen3's, renamed).
+    "seed_oss": Profile(
+        "derived:seed_oss", None, None, ("<seed:eos>",), _v("seed_oss", "seed_oss", skip=False),
+    ),
     "mistral": Profile(
         "mistral/tekken_240718.json.gz", None, None, ("</s>",), _v("mistral"), _s("mistral"),
     ),

@@ -67,6 +67,17 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|end_of_text|>",
         "",
     ),
+    # Seed-OSS: the tokens its chat template names (bos, eos, pad, then the
+    # think, budget and tool-call pairs).
+    "seed_oss": (
+        [
+            "<seed:bos>", "<seed:pad>", "<seed:eos>", "<seed:think>", "</seed:think>",
+            "<seed:cot_budget_reflect>", "</seed:cot_budget_reflect>", "<seed:tool_call>",
+            "</seed:tool_call>",
+        ],
+        "<seed:eos>",
+        "",
+    ),
 }  # fmt: skip
 
 #: family -> its added tokens that the real vocabulary marks `"special": false` (added
@@ -77,6 +88,12 @@ NOT_SPECIAL: dict[str, frozenset[str]] = {
             "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
             "<|filename|>", "<|reponame|>", "<tool_call>", "</tool_call>",
             "<tool_response>", "</tool_response>", "<think>", "</think>",
+        }
+    ),
+    "seed_oss": frozenset(
+        {
+            "<seed:think>", "</seed:think>", "<seed:cot_budget_reflect>",
+            "</seed:cot_budget_reflect>", "<seed:tool_call>", "</seed:tool_call>",
         }
     ),
 }  # fmt: skip

@@ -39,6 +39,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     # Granite 4.0's added tokens (its tokenizer.json, `"special": false` kept where it
     # says so) on Qwen3's vocabulary: no Granite vocabulary is available offline.
     "granite4": lambda: derived_tokenizer("granite4"),
+    "seed_oss": lambda: derived_tokenizer("seed_oss"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.
     "gpt_oss": lambda: tokenizer_for("gpt_oss"),
@@ -150,7 +151,7 @@ def mark(fmt: Any) -> str:
 
 #: Where a body's own end stands before the call's closing delimiter (tagged formats):
 #: an unfinished body lacks both.
-BODY_END = {"qwen3_coder": "</function>", "minimax_m2": "</invoke>"}
+BODY_END = {"qwen3_coder": "</function>", "seed_oss": "</function>", "minimax_m2": "</invoke>"}
 
 
 NULLABLE_TOOL: dict[str, Any] = {

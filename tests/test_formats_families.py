@@ -28,6 +28,8 @@ WEATHER = ("get_weather", {"city": "Paris", "days": 3})
 NATIVE = {
     "granite4": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}'
     "\n</tool_call>",
+    "seed_oss": "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "<parameter=days>\n3\n</parameter>\n</function>\n</seed:tool_call>",
 }
 NAMES = sorted(NATIVE)
 
@@ -141,20 +143,44 @@ def test_parallel_calls_in_any_chunking(name: str) -> None:
         assert feed(name, ids, range(1, len(ids)), stream_arguments=stream) == whole
 
 
+#: Delimiters the families' vocabularies add without marking them special.
+NOT_SPECIAL = {
+    "granite4": ("<tool_call>", "</tool_call>", "<think>", "</think>"),
+    "seed_oss": ("<seed:tool_call>", "</seed:tool_call>", "<seed:think>", "</seed:think>"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_SPECIAL))
+def test_added_but_not_special_delimiters_still_gate(name: str) -> None:
+    tok = cases.tokenizer(name)
+    for text in NOT_SPECIAL[name]:
+        token = tok.token_id(text)
+        assert token in tok.added_ids and not tok.is_special(token), text
+    assert Parser(name, tok).gated
+    # Spelled from sub-words, the call is text (test_a_call_spelled_from_sub_words_is_content).
+
+
+# -- Seed-OSS ----------------------------------------------------------------------------
+
+
+def test_seed_oss_budget_notes_are_markup_inside_reasoning() -> None:
+    tok = cases.tokenizer("seed_oss")
+    text = (
+        "<seed:think>Plan. <seed:cot_budget_reflect>I have used 12 tokens."
+        "</seed:cot_budget_reflect> Call it.</seed:think>" + NATIVE["seed_oss"]
+    )
+    msg = message("seed_oss", tok.encode(text))
+    assert msg.reasoning == "Plan. I have used 12 tokens. Call it."
+    assert msg.content is None
+    assert calls_of(msg) == [WEATHER]
+
+
 # -- Granite 4 ---------------------------------------------------------------------------
 
 ESCAPED = (
     '<tool_call>\n{"name": "get_weather", '
     '"arguments": "{\\"city\\": \\"Paris\\", \\"days\\": 3}"}\n</tool_call>'
 )
-
-
-def test_granite4_delimiters_are_added_but_not_special() -> None:
-    tok = cases.tokenizer("granite4")
-    for text in ("<tool_call>", "</tool_call>", "<think>", "</think>"):
-        token = tok.token_id(text)
-        assert token in tok.added_ids and not tok.is_special(token), text
-    assert tok.is_special(tok.token_id("<|end_of_text|>"))
 
 
 def test_granite4_arguments_given_as_a_string_are_an_object() -> None:

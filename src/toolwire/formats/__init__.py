@@ -183,4 +183,5 @@ def _import_builtins() -> None:
         pythonic,
         qwen3,
         qwen3_coder,
+        seed_oss,
     )

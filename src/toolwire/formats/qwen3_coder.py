@@ -38,13 +38,17 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def render(calls: Sequence[RenderedCall]) -> str:
+CALL = ("<tool_call>", "</tool_call>")
+
+
+def render(calls: Sequence[RenderedCall], call: tuple[str, str] = CALL) -> str:
+    """The calls as the template writes them, each between `call`'s delimiters."""
     blocks = []
     for name, args in calls:
         params = "".join(
             f"<parameter={key}>\n{_text(value)}\n</parameter>\n" for key, value in args.items()
         )
-        blocks.append(f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>")
+        blocks.append(f"{call[0]}\n<function={name}>\n{params}</function>\n{call[1]}")
     return "\n".join(blocks)
 
 
@@ -55,7 +59,7 @@ def syntax(context: CallContext) -> TaggedParams:
 QWEN3_CODER = register(
     Format(
         name="qwen3_coder",
-        call=("<tool_call>", "</tool_call>"),
+        call=CALL,
         syntax=syntax,
         render=render,
         reasoning=("<think>", "</think>"),

@@ -58,6 +58,7 @@ class Shape:
 
 
 _HERMES = Shape(head='\n{"name": "{name}", "arguments": ', tail="}\n", name="json")
+_QWEN_XML = Shape(head="\n<function={name}>", tail="</function>\n", style="qwen_xml")
 _DSML = "｜DSML｜"
 _DSML_SHAPE = Shape(
     head='{name}">\n',
@@ -76,7 +77,8 @@ SHAPES: dict[str, Shape] = {
     "hermes": _HERMES,
     "qwen3": _HERMES,
     "granite4": _HERMES,
-    "qwen3_coder": Shape(head="\n<function={name}>", tail="</function>\n", style="qwen_xml"),
+    "qwen3_coder": _QWEN_XML,
+    "seed_oss": _QWEN_XML,
     "deepseek_v3": Shape(head="function<｜tool▁sep｜>{name}\n```json\n", tail="\n```"),
     "deepseek_v31": Shape(head="{name}<｜tool▁sep｜>", separator=""),
     "deepseek_v32": _DSML_SHAPE,
