@@ -78,6 +78,17 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<seed:eos>",
         "",
     ),
+    # LFM2: ids 0-13 of its vocabulary, then LFM2.5's <think> pair (64400-64401).
+    "lfm2": (
+        [
+            "<|pad|>", "<|startoftext|>", "<|endoftext|>", "<|fim_pre|>", "<|fim_mid|>",
+            "<|fim_suf|>", "<|im_start|>", "<|im_end|>", "<|tool_list_start|>",
+            "<|tool_list_end|>", "<|tool_call_start|>", "<|tool_call_end|>",
+            "<|tool_response_start|>", "<|tool_response_end|>", "<think>", "</think>",
+        ],
+        "<|im_end|>",
+        "",
+    ),
 }  # fmt: skip
 
 #: family -> its added tokens that the real vocabulary marks `"special": false` (added

@@ -40,6 +40,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     # says so) on Qwen3's vocabulary: no Granite vocabulary is available offline.
     "granite4": lambda: derived_tokenizer("granite4"),
     "seed_oss": lambda: derived_tokenizer("seed_oss"),
+    "lfm2": lambda: derived_tokenizer("lfm2"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.
     "gpt_oss": lambda: tokenizer_for("gpt_oss"),

@@ -30,6 +30,7 @@ NATIVE = {
     "\n</tool_call>",
     "seed_oss": "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
     "<parameter=days>\n3\n</parameter>\n</function>\n</seed:tool_call>",
+    "lfm2": '<|tool_call_start|>[get_weather(city="Paris", days=3)]<|tool_call_end|>',
 }
 NAMES = sorted(NATIVE)
 

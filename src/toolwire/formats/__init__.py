@@ -177,6 +177,7 @@ def _import_builtins() -> None:
         granite4,
         hermes,
         kimi_k2,
+        lfm2,
         llama3_json,
         minimax_m2,
         mistral,
