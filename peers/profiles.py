@@ -175,6 +175,8 @@ _V_ENGINE = Cite(
 )
 _V_GRANITE4 = Cite("vllm/tool_parsers/granite4_tool_parser.py", 71,
                    "request.skip_special_tokens = False", "granite4 adjust_request")  # fmt: skip
+_V_LFM2 = Cite("vllm/tool_parsers/lfm2_tool_parser.py", 91,
+               "request.skip_special_tokens = False", "lfm2 adjust_request")  # fmt: skip
 _S_TOOLS = SGLANG_DRIVING[1]
 _S_OSS = SGLANG_DRIVING[0]
 
@@ -265,6 +267,21 @@ PROFILES: dict[str, Profile] = {
     # Seed-OSS generation_config: <seed:eos>. vLLM: the engine parsers (Qwen3's, renamed).
     "seed_oss": Profile(
         "derived:seed_oss", None, None, ("<seed:eos>",), _v("seed_oss", "seed_oss", skip=False),
+    ),
+    # LFM2 generation_config: <|im_end|> 7.
+    "lfm2": Profile(
+        "derived:lfm2", None, None, ("<|im_end|>",),
+        _v("lfm2", skip=False, cite=_V_LFM2), _s("lfm2"),
+    ),
+    # Command A: <|END_OF_TURN_TOKEN|>. vLLM's parser needs the cohere-melody package,
+    # which its venv lacks: SGLang's cohere_command4 detectors only.
+    "command": Profile(
+        "derived:command", None, None, ("<|END_OF_TURN_TOKEN|>",), None,
+        _s("cohere_command4", "cohere_command4"),
+    ),
+    # Granite 3 generation_config: <|end_of_text|> 0. SGLang has no Granite 3 parser.
+    "granite": Profile(
+        "derived:granite", None, None, ("<|end_of_text|>",), _v("granite", skip=False),
     ),
     "mistral": Profile(
         "mistral/tekken_240718.json.gz", None, None, ("</s>",), _v("mistral"), _s("mistral"),

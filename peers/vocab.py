@@ -89,6 +89,29 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|im_end|>",
         "",
     ),
+    # Command A: its special tokens (turn, role, thinking, response/text, action and
+    # tool-result markers).
+    "command": (
+        [
+            "<PAD>", "<UNK>", "<BOS_TOKEN>", "<EOS_TOKEN>", "<|START_OF_TURN_TOKEN|>",
+            "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>", "<|CHATBOT_TOKEN|>",
+            "<|SYSTEM_TOKEN|>", "<|START_THINKING|>", "<|END_THINKING|>",
+            "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_ACTION|>", "<|END_ACTION|>",
+            "<|START_TOOL_RESULT|>", "<|END_TOOL_RESULT|>", "<|START_TEXT|>", "<|END_TEXT|>",
+        ],
+        "<|END_OF_TURN_TOKEN|>",
+        "",
+    ),
+    # Granite 3.3: <|end_of_text|> and its role, tool-call, citation and plugin markers.
+    "granite": (
+        [
+            "<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>", "<|tool_call|>",
+            "<|start_of_cite|>", "<|end_of_cite|>", "<|start_of_plugin|>",
+            "<|end_of_plugin|>",
+        ],
+        "<|end_of_text|>",
+        "",
+    ),
 }  # fmt: skip
 
 #: family -> its added tokens that the real vocabulary marks `"special": false` (added

@@ -41,6 +41,8 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "granite4": lambda: derived_tokenizer("granite4"),
     "seed_oss": lambda: derived_tokenizer("seed_oss"),
     "lfm2": lambda: derived_tokenizer("lfm2"),
+    "command": lambda: derived_tokenizer("command"),
+    "granite": lambda: derived_tokenizer("granite"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.
     "gpt_oss": lambda: tokenizer_for("gpt_oss"),

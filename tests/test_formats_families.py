@@ -31,6 +31,9 @@ NATIVE = {
     "seed_oss": "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
     "<parameter=days>\n3\n</parameter>\n</function>\n</seed:tool_call>",
     "lfm2": '<|tool_call_start|>[get_weather(city="Paris", days=3)]<|tool_call_end|>',
+    "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
+    '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
+    "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
 }
 NAMES = sorted(NATIVE)
 

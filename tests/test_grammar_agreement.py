@@ -120,9 +120,12 @@ def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: 
         return ids.count(tok.encode("<|call|>")[0])
     if fmt == "llama3_json":
         return tok.decode(ids).count('{"name": "')
-    if fmt == "pythonic":
+    shape = SHAPES.get(fmt, _NO_SHAPE)
+    if fmt == "pythonic" or shape.style == "pythonic":
         alternatives = "|".join(re.escape(n) for n in names)
         return len(re.findall(rf"(?:\[|, )(?:{alternatives})\(", tok.decode(ids)))
+    if shape.items is not None:  # a list of JSON calls: count the items' heads
+        return tok.decode(ids).count(shape.head.split("{name}")[0].split("{index}")[0])
     opener = formats.get(fmt).call[0]
     first = tok.encode(opener)[0]
     if token_level and first in tok.added_ids:

@@ -166,6 +166,7 @@ def _load() -> None:
 
 def _import_builtins() -> None:
     from toolwire.formats import (  # noqa: F401
+        command,
         deepseek_v3,
         deepseek_v4,
         deepseek_v31,
@@ -174,6 +175,7 @@ def _import_builtins() -> None:
         glm45,
         glm47,
         gpt_oss,
+        granite,
         granite4,
         hermes,
         kimi_k2,

@@ -27,7 +27,7 @@ from typing import Any
 from toolwire.grammar.policy import ToolSpec
 from toolwire.grammar.pyliteral import Literals, ebnf_string, unenforced
 
-__all__ = ["ANCHORED", "anchored_format", "unenforced_reasons"]
+__all__ = ["ANCHORED", "anchored_format", "pythonic_list", "unenforced_reasons"]
 
 Element = dict[str, Any]
 
@@ -47,8 +47,10 @@ def unenforced_reasons(fmt: str, specs: Sequence[ToolSpec]) -> list[str]:
     return out
 
 
-def _pythonic(specs: Sequence[ToolSpec], one: bool) -> Element:
-    lits = Literals()
+def pythonic_list(specs: Sequence[ToolSpec], one: bool, *, no_markup: bool = False) -> Element:
+    """`[CALL, ...]` (one CALL when `one`) as one EBNF grammar element; `no_markup`:
+    strings never hold `<|` (`Literals`)."""
+    lits = Literals(no_markup=no_markup)
     calls = [f'{ebnf_string(spec.name + "(")} {lits.keywords(spec.schema)} ")"' for spec in specs]
     call = "(" + " | ".join(calls) + ")"
     root = f'"[" {call} "]"' if one else f'"[" {call} (", " {call})* "]"'
@@ -85,7 +87,7 @@ def anchored_format(fmt: str, specs: Sequence[ToolSpec], choice: str, *, paralle
     if choice == "none" or not specs:
         return text
     one = choice == "named" or not parallel
-    calls = _pythonic(specs, one) if fmt == "pythonic" else _llama(specs, one, [])
+    calls = pythonic_list(specs, one) if fmt == "pythonic" else _llama(specs, one, [])
     if choice in ("required", "named"):
         return calls
     lines = {"type": "plus", "content": {"type": "tag", "begin": "", "content": text, "end": "\n"}}

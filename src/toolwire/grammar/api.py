@@ -134,8 +134,9 @@ def structural_tag_with_reason(
     token_level = tokenizer is not None and formats.is_gated(fmt, tokenizer)
     if tokenizer is not None and not token_level:
         reasons.append(f"{fmt.name}: delimiters are not single tokens here; text-level tag")
-    if shape is None:
-        reasons += unenforced_reasons(fmt.name, specs)
+    if shape is None or shape.style == "pythonic":
+        python = shape is not None and shape.style == "pythonic"
+        reasons += unenforced_reasons("pythonic" if python else fmt.name, specs)
     unnamed = _unnamed_marks(fmt, shape) if token_level and shape is not None else []
     if unnamed:
         why = (
@@ -212,7 +213,7 @@ def _unnamed_marks(fmt: Format, shape: Shape) -> list[str]:
         # JSON arguments hold no marks (Mistral's optional [CALL_ID] is unused); Gemma's
         # `<|"|>` is written by id element by element (`gemma_values`).
         return []
-    texts = [shape.head, shape.tail, *shape.section_text]
+    texts = [shape.head, shape.tail, *shape.section_text, shape.list_end]
     if shape.params is not None:
         texts += [shape.params.open, shape.params.close, shape.params.after]
     return [m for m in fmt.marks if not any(m in t for t in texts)]
@@ -237,7 +238,7 @@ def legacy_structural_tag(
         return None
     fmt = format if isinstance(format, Format) else formats.get(format)
     shape = SHAPES[fmt.name]
-    if shape.style != "json" or "{index}" in shape.head:
+    if shape.style != "json" or "{index}" in shape.head or shape.items is not None:
         return None
     specs, _ = tool_specs(tools or [], policy)
     structures = []

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolwire.formats.spec import Format
+from toolwire.grammar.anchored import pythonic_list
 from toolwire.grammar.gemma_values import GemmaValues
 from toolwire.grammar.policy import ToolSpec
 from toolwire.grammar.shapes import Params, Shape
@@ -170,6 +171,7 @@ class _Builder:
         self.all_ids = lex.ids(fmt.delimiters)
         # What a parser acts on inside a call body: another call, the end of this one.
         inside = [fmt.call[0], fmt.call[1], fmt.section[1] if fmt.section else None]
+        inside.append(shape.list_end)
         self.in_strings = [d for d in inside if d] if exclude else []
 
     # -- free text -----------------------------------------------------------------
@@ -207,16 +209,45 @@ class _Builder:
             out += self.lex.elements(part.replace("{name}", name))
         return out
 
-    def call(self, specs: Sequence[ToolSpec]) -> Element:
-        bodies = [
-            _sequence([*self.head(spec), self.arguments(spec), *self.lex.elements(self.shape.tail)])
-            for spec in specs
-        ]
+    def item(self, spec: ToolSpec) -> Element:
+        return _sequence(
+            [*self.head(spec), self.arguments(spec), *self.lex.elements(self.shape.tail)]
+        )
+
+    def call(self, specs: Sequence[ToolSpec], *, one: bool = False) -> Element:
+        if self.shape.items is not None:
+            return self.listed(specs, one=one or not self.parallel)
+        bodies = [self.item(spec) for spec in specs]
         return _tag(self.lex, self.fmt.call[0], [_either(bodies)], self.fmt.call[1])
 
+    def listed(self, specs: Sequence[ToolSpec], *, one: bool) -> Element:
+        """One call.open, then the calls as the items of one list, then `list_end`."""
+        shape = self.shape
+        assert shape.items is not None
+        if shape.style == "pythonic":
+            # Inside the call tokens, a string must not spell a `<|...|>` delimiter.
+            items = pythonic_list(specs, one, no_markup=True)
+        else:
+            item = _either([self.item(spec) for spec in specs])
+            more = {
+                "type": "star",
+                "content": _sequence([*self.lex.elements(shape.separator), item]),
+            }
+            opening, closing = shape.items
+            items = _sequence(
+                [
+                    *self.lex.elements(opening),
+                    item,
+                    *([] if one else [more]),
+                    *self.lex.elements(closing),
+                ]
+            )
+        return _tag(self.lex, self.fmt.call[0], [items], shape.list_end or None)
+
     def group(self, specs: Sequence[ToolSpec], *, one: bool) -> Element:
-        """The calls as the format groups them: a section of calls, or one bare call."""
-        call = self.call(specs)
+        """The calls as the format groups them: a section of calls, or one bare call
+        (or one list of calls)."""
+        call = self.call(specs, one=one)
         if self.fmt.section is None:
             return call
         calls = {
@@ -239,7 +270,7 @@ class _Builder:
             return {"type": "any_text", "excludes": tool}
         if choice == "named":
             return _sequence([_LEADING_SPACE, self.group(specs, one=True)])
-        if choice == "required" and fmt.section is not None:
+        if choice == "required" and (fmt.section is not None or self.shape.items is not None):
             return _sequence([_LEADING_SPACE, self.group(specs, one=False)])
         if choice == "required":
             calls = {

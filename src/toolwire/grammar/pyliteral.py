@@ -30,6 +30,11 @@ from toolwire.tools import schema_type
 __all__ = ["Literals", "ebnf_string", "unenforced"]
 
 _STRING = '"\\"" ([^"\\\\\\x00-\\x1f] | "\\\\" ["\\\\nt])* "\\""'
+#: The same strings, never holding `<|` (the start of every `<|...|>` delimiter): a run
+#: of `<` goes on with anything but `|`, or ends the string.
+_CHAR = '[^"\\\\<\\x00-\\x1f] | "\\\\" ["\\\\nt]'
+_AFTER_LT = '[^"\\\\<|\\x00-\\x1f] | "\\\\" ["\\\\nt]'
+_STRING_NO_MARKUP = f'"\\"" (({_CHAR}) | "<"+ ({_AFTER_LT}))* "<"* "\\""'
 _INTEGER = '"-"? ("0" | [1-9] [0-9]*)'
 _NUMBER = _INTEGER + ' ("." [0-9]+)? ([eE] [-+]? [0-9]+)?'
 _UNENFORCED = (
@@ -90,9 +95,11 @@ def _literal(value: Any) -> str:
 class Literals:
     """Rules of one EBNF grammar; `rule()` adds the rules for a schema, by name."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, no_markup: bool = False) -> None:
+        """`no_markup`: strings never hold `<|` (a delimiter's text, where a format's
+        delimiters are `<|...|>` tokens that its parser acts on inside a call)."""
         self._rules: dict[str, str] = {
-            "str": _STRING,
+            "str": _STRING_NO_MARKUP if no_markup else _STRING,
             "int": _INTEGER,
             "num": _NUMBER,
             "any": 'str | num | "True" | "False" | "None" | anylist | anydict',

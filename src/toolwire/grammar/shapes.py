@@ -4,6 +4,8 @@ Delimiters (call, section, reasoning, marks) come from the `Format` the parser r
 a `Shape` adds what the grammar must write around the arguments, as text templates:
 
     call.open  head  ARGUMENTS  tail  call.close       (calls joined by `separator`)
+    call.open  items[0] ITEM (separator ITEM)* items[1]  list_end     (a list of calls;
+               ITEM = head ARGUMENTS tail)
 
 `head` holds `{name}` (the tool's name) and may hold `{index}` (a call index, digits).
 Any delimiter text inside a template (a mark such as `<｜tool▁sep｜>`) becomes the
@@ -55,6 +57,13 @@ class Shape:
     params: Params | None = None
     #: The format writes object keys sorted (Gemma's template), not in schema order.
     sort_keys: bool = False
+    #: The calls are the items of one list after call.open (LFM2, Command, Granite 3):
+    #: the list's (opening, closing) text; items are `head ARGUMENTS tail`, joined by
+    #: `separator`. Style "pythonic": the whole list is one EBNF grammar of Python
+    #: literals (`anchored.pythonic_list`), and `head`/`tail` are unused.
+    items: tuple[str, str] | None = None
+    #: Written once after the list: its closing mark (`<|END_ACTION|>`), or "".
+    list_end: str = ""
 
 
 _HERMES = Shape(head='\n{"name": "{name}", "arguments": ', tail="}\n", name="json")
@@ -103,6 +112,27 @@ SHAPES: dict[str, Shape] = {
     # Token level: values are built element by element (`gemma_values`), so the
     # `<|"|>` quote is its id; text level: XGrammar's `gemma` style.
     "gemma4": Shape(head="call:{name}", style="gemma", separator="", sort_keys=True),
+    # A pythonic list (`anchored.pythonic_list`) between the call tokens.
+    "lfm2": Shape(
+        head="", style="pythonic", items=("[", "]"), separator=", ", list_end="<|tool_call_end|>"
+    ),
+    # A JSON list of actions between the action tokens, one per line.
+    "command": Shape(
+        head='{"tool_call_id": "{index}", "tool_name": "{name}", "parameters": ',
+        tail="}",
+        name="json",
+        items=("[\n    ", "\n]"),
+        separator=",\n    ",
+        list_end="<|END_ACTION|>",
+    ),
+    # A JSON list after the token; its `]` ends it.
+    "granite": Shape(
+        head='{"name": "{name}", "arguments": ',
+        tail="}",
+        name="json",
+        items=("[", "]"),
+        separator=", ",
+    ),
     # v11+ calls; each call repeats `[TOOL_CALLS]` and its body ends itself.
     "mistral": Shape(head="{name}[ARGS]", separator=""),
 }

@@ -4,7 +4,8 @@
     [{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": ...}]
 
 Llama 3 separates calls with `;`; Mistral before tokenizer v11 writes a JSON array
-after `[TOOL_CALLS]`. The object is a `JsonEnvelope` (the model's own argument bytes);
+after `[TOOL_CALLS]`. The object is a `JsonEnvelope`, or a subclass naming other keys
+(Command's `tool_name`/`parameters`) (the model's own argument bytes);
 around it this syntax reads the list: an opening `[` before the first object, then
 after each object its separator (`follows`: the next body begins at once) or the
 closing `]`. Any other text ends the body before that text.
@@ -30,12 +31,18 @@ class _Phase(Enum):
 class JsonCall:
     """`[? {call object}` then the separator, `]`, or the end of the body."""
 
-    def __init__(self, context: CallContext, *, separator: str) -> None:
+    def __init__(
+        self,
+        context: CallContext,
+        *,
+        separator: str,
+        envelope: type[JsonEnvelope] = JsonEnvelope,
+    ) -> None:
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
         self.follows = False
-        self._envelope = JsonEnvelope(context, self_ending=True)
+        self._envelope = envelope(context, self_ending=True)
         self._separator = separator
         self._phase = _Phase.START
         self._bracket = False
