@@ -205,3 +205,74 @@ def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> No
     msg = message("granite4", tok.encode(text))
     assert msg.tool_calls == []
     assert msg.content == text
+
+
+# -- lists ended by a mark (LFM2, Command) ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["lfm2", "command"])
+def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -> None:
+    tok = cases.tokenizer(name)
+    mark = formats.get(name).marks[0]
+    ids = tok.encode(NATIVE[name].removesuffix(mark))
+    for stream in (False, True):
+        assert calls_of(message(name, ids, stream_arguments=stream)) == [WEATHER]
+    parser = Parser(name, tok, tools=cases.TOOLS)
+    cut = Message.from_events(parser.feed(ids) + parser.finish("length"))
+    assert cut.tool_calls == []
+    assert squash(cut.content) == squash(tok.decode(ids))
+
+
+@pytest.mark.parametrize("name", ["lfm2", "command"])
+def test_text_after_the_list_is_content(name: str) -> None:
+    tok = cases.tokenizer(name)
+    mark = formats.get(name).marks[0]
+    for text in (NATIVE[name] + "\nDone.", NATIVE[name].removesuffix(mark) + "\nDone."):
+        msg = message(name, tok.encode(text))
+        assert calls_of(msg) == [WEATHER]
+        assert msg.content == "Done."
+
+
+@pytest.mark.parametrize("name", ["lfm2", "command"])
+def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str) -> None:
+    mark = formats.get(name).marks[0]
+    text = NATIVE[name].removesuffix(mark) + mark[:5] + "x and more."
+    results = []
+    for size in (1, 3, len(text)):
+        parser = Parser(name, None, tools=cases.TOOLS)
+        events = []
+        for start in range(0, len(text), size):
+            events += parser.feed_text(text[start : start + size])
+        results.append(merge(events + parser.finish()))
+    assert results[0] == results[1] == results[2]
+    msg = Message.from_events(results[0])
+    assert msg.tool_calls == []
+    assert msg.content == text
+
+
+def test_lfm2_a_bare_list_is_the_pythonic_format() -> None:
+    tok = cases.tokenizer("lfm2")
+    bare = NATIVE["lfm2"].removeprefix("<|tool_call_start|>").removesuffix("<|tool_call_end|>")
+    assert message("lfm2", tok.encode(bare)).tool_calls == []
+    parser = Parser("pythonic", tok, tools=cases.TOOLS)
+    assert not parser.gated
+    msg = Message.from_events(parser.feed(tok.encode(bare)) + parser.finish())
+    assert calls_of(msg) == [WEATHER]
+
+
+def test_command_content_and_reasoning_markers() -> None:
+    tok = cases.tokenizer("command")
+    text = "<|START_THINKING|>Check the weather.<|END_THINKING|>" + NATIVE["command"]
+    msg = message("command", tok.encode(text))
+    assert msg.reasoning == "Check the weather."
+    assert calls_of(msg) == [WEATHER]
+    for opener, closer in (
+        ("<|START_RESPONSE|>", "<|END_RESPONSE|>"),
+        ("<|START_TEXT|>", "<|END_TEXT|>"),
+    ):
+        msg = message("command", tok.encode(f"{opener}It is sunny.{closer}"))
+        assert msg.content == "It is sunny."
+    prefilled = message(
+        "command", tok.encode("Plan.<|END_THINKING|>" + NATIVE["command"]), in_reasoning=True
+    )
+    assert prefilled.reasoning == "Plan." and calls_of(prefilled) == [WEATHER]
