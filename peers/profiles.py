@@ -283,6 +283,10 @@ PROFILES: dict[str, Profile] = {
     "granite": Profile(
         "derived:granite", None, None, ("<|end_of_text|>",), _v("granite", skip=False),
     ),
+    # Hunyuan A13B: <|eos|>. SGLang's `hunyuan` detector reads Hy3's XML calls instead.
+    "hunyuan": Profile(
+        "derived:hunyuan", None, None, ("<|eos|>",), _v("hunyuan_a13b", "hunyuan_a13b"),
+    ),
     "mistral": Profile(
         "mistral/tekken_240718.json.gz", None, None, ("</s>",), _v("mistral"), _s("mistral"),
     ),

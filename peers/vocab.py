@@ -112,6 +112,16 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|end_of_text|>",
         "",
     ),
+    # Hunyuan A13B: its turn markers and the think, answer and tool-call pairs.
+    "hunyuan": (
+        [
+            "<|startoftext|>", "<|extra_0|>", "<|extra_4|>", "<|eos|>", "<think>",
+            "</think>", "<answer>", "</answer>", "<tool_calls>", "</tool_calls>",
+            "<tool_call>", "</tool_call>",
+        ],
+        "<|eos|>",
+        "",
+    ),
 }  # fmt: skip
 
 #: family -> its added tokens that the real vocabulary marks `"special": false` (added

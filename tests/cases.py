@@ -43,6 +43,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "lfm2": lambda: derived_tokenizer("lfm2"),
     "command": lambda: derived_tokenizer("command"),
     "granite": lambda: derived_tokenizer("granite"),
+    "hunyuan": lambda: derived_tokenizer("hunyuan"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.
     "gpt_oss": lambda: tokenizer_for("gpt_oss"),

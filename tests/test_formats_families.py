@@ -21,6 +21,7 @@ import pytest
 from tests import cases
 from toolwire import Message, Parser, formats
 from toolwire.events import Event, merge
+from toolwire.formats import hunyuan
 
 WEATHER = ("get_weather", {"city": "Paris", "days": 3})
 
@@ -34,6 +35,8 @@ NATIVE = {
     "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
     '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
+    "hunyuan": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
+    "</tool_calls>",
 }
 NAMES = sorted(NATIVE)
 
@@ -210,7 +213,7 @@ def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> No
 # -- lists ended by a mark (LFM2, Command) ---------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command"])
+@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
 def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -223,7 +226,7 @@ def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -
     assert squash(cut.content) == squash(tok.decode(ids))
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command"])
+@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
 def test_text_after_the_list_is_content(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -233,7 +236,7 @@ def test_text_after_the_list_is_content(name: str) -> None:
         assert msg.content == "Done."
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command"])
+@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
 def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str) -> None:
     mark = formats.get(name).marks[0]
     text = NATIVE[name].removesuffix(mark) + mark[:5] + "x and more."
@@ -276,3 +279,55 @@ def test_command_content_and_reasoning_markers() -> None:
         "command", tok.encode("Plan.<|END_THINKING|>" + NATIVE["command"]), in_reasoning=True
     )
     assert prefilled.reasoning == "Plan." and calls_of(prefilled) == [WEATHER]
+
+
+# -- Hunyuan: suffixed vocabularies ----------------------------------------------------
+
+
+def test_hunyuan_resolves_its_tokens_from_the_vocabulary() -> None:
+    plain = cases.tokenizer("hunyuan")
+    assert hunyuan.suffix_of(plain.added_tokens) == ""
+    assert hunyuan.resolve(plain.added_tokens) is formats.get("hunyuan")
+    suffixed = ["<|eos|>", "<think:6124c78e>", "</think:6124c78e>", "<tool_calls:6124c78e>"]
+    fmt = hunyuan.resolve(["hello", *suffixed, "</tool_calls:6124c78e>"])
+    assert fmt.call == ("<tool_calls:6124c78e>", None)
+    assert fmt.marks == ("</tool_calls:6124c78e>",)
+    assert fmt.reasoning == ("<think:6124c78e>", "</think:6124c78e>")
+
+
+def test_hunyuan_with_a_suffixed_vocabulary_parses_by_id() -> None:
+    plain = cases.tokenizer("hunyuan")
+    fmt = hunyuan.resolve(["<tool_calls:6124c78e>", "</tool_calls:6124c78e>"])
+    text = "<think:6124c78e>Plan.</think:6124c78e>" + fmt.render([WEATHER])
+    # A vocabulary whose tokens carry the suffix: the plain one's, renamed.
+    tok = _suffixed(plain, ":6124c78e")
+    for stream in (False, True):
+        parser = Parser(fmt, tok, tools=cases.TOOLS, stream_arguments=stream)
+        assert parser.gated
+        msg = Message.from_events(parser.feed(tok.encode(text)) + parser.finish())
+        assert calls_of(msg) == [WEATHER] and msg.reasoning == "Plan."
+    # The unsuffixed format does not take the suffixed tokens for its own.
+    msg = message_with(tok, "hunyuan", text)
+    assert msg.tool_calls == []
+
+
+def _suffixed(tok: Any, suffix: str) -> Any:
+    import gzip
+    import tempfile
+    from pathlib import Path
+
+    from toolwire import load_tokenizer
+
+    vocab = json.loads(tok.backend.to_str())
+    for entry in vocab["added_tokens"]:
+        if hunyuan._STRUCTURAL.fullmatch(entry["content"]):
+            entry["content"] = entry["content"][:-1] + suffix + ">"
+    folder = Path(tempfile.mkdtemp(prefix="toolwire-hunyuan-"))
+    with gzip.open(folder / "tokenizer.json.gz", "wt", encoding="utf-8") as fh:
+        json.dump(vocab, fh)
+    return load_tokenizer(folder)
+
+
+def message_with(tok: Any, name: str, text: str) -> Message:
+    parser = Parser(name, tok, tools=cases.TOOLS)
+    return Message.from_events(parser.feed(tok.encode(text)) + parser.finish())

@@ -178,6 +178,7 @@ def _import_builtins() -> None:
         granite,
         granite4,
         hermes,
+        hunyuan,
         kimi_k2,
         lfm2,
         llama3_json,

@@ -133,6 +133,15 @@ SHAPES: dict[str, Shape] = {
         items=("[", "]"),
         separator=", ",
     ),
+    # A JSON list between the tool-calls tokens.
+    "hunyuan": Shape(
+        head='{"name": "{name}", "arguments": ',
+        tail="}",
+        name="json",
+        items=("[", "]"),
+        separator=", ",
+        list_end="</tool_calls>",
+    ),
     # v11+ calls; each call repeats `[TOOL_CALLS]` and its body ends itself.
     "mistral": Shape(head="{name}[ARGS]", separator=""),
 }
