@@ -234,14 +234,9 @@ class _Builder:
                 "content": _sequence([*self.lex.elements(shape.separator), item]),
             }
             opening, closing = shape.items
-            items = _sequence(
-                [
-                    *self.lex.elements(opening),
-                    item,
-                    *([] if one else [more]),
-                    *self.lex.elements(closing),
-                ]
-            )
+            content = [*self.lex.elements(opening), item, *([] if one else [more])]
+            # The list's closing text ends the tag (XGrammar needs a non-empty end).
+            return _tag(self.lex, self.fmt.call[0], content, closing + shape.list_end)
         return _tag(self.lex, self.fmt.call[0], [items], shape.list_end or None)
 
     def group(self, specs: Sequence[ToolSpec], *, one: bool) -> Element:
