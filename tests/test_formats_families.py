@@ -1,4 +1,4 @@
-"""Granite 4, Seed-OSS, LFM2, Command and Granite 3: per-format behaviour, one table.
+"""Granite 4, Seed-OSS, LFM2, Command, Granite 3 and Hunyuan: per-format behaviour.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -7,7 +7,9 @@ vocabulary with the family's own added tokens, in their real order, with the rea
 `"special"` flags). The invariant suite and the BFCL round trips cover these formats
 like every other; this file holds what is particular to them: literal outputs as the
 families' chat templates and vLLM's parsers write them, echoes, truncation, undeclared
-tools, reasoning, parallel calls, and each family's quirks.
+tools, reasoning, parallel calls, and each family's quirks. No chat template of these
+families is available offline either, so they have no prompt-parity cases
+(tests/prompt_cases.py).
 """
 
 from __future__ import annotations
