@@ -70,4 +70,11 @@ BUILTIN: dict[str, str] = {
     "llama3": "llama3_json",  # SGLang's Llama 3.2 detector (JSON calls)
     "llama4_json": "llama3_json",  # vLLM: the same Llama3JsonToolParser class
     "llama4_pythonic": "pythonic",  # vLLM's Llama 4 parser: pythonic lists
+    # Command A (cmd3) and Command A Reasoning (cmd4): vLLM's and SGLang's parser names
+    # for the same `<|START_ACTION|>` lists.
+    "cohere_command3": "command",
+    "cohere_command4": "command",
+    "command_a": "command",
+    "hunyuan_a13b": "hunyuan",  # vLLM's Hunyuan A13B parser: `<tool_calls>` lists
+    "lfm25": "lfm2",  # LFM2.5: the same tokens (its bare lists are `pythonic`)
 }

@@ -37,5 +37,7 @@ GRANITE4 = register(
         syntax=syntax,
         render=render,
         reasoning=("<think>", "</think>"),
+        # Granite's turn marker: tells its template from Hermes/Qwen's (detection only).
+        template_markers=("<|start_of_role|>",),
     )
 )
