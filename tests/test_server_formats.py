@@ -43,7 +43,13 @@ SERVED: dict[str, tuple[str | None, str | None]] = {
     "gemma4": (None, "gemma4/google-gemma-4-31B-it.jinja"),
 }
 #: Registered formats with no chat template in the shared data, and why.
-NO_TEMPLATE = {"deepseek_v4": "no template ships with its tokenizer"}
+NO_TEMPLATE = {
+    "deepseek_v4": "no template ships with its tokenizer",
+    **{
+        name: "no chat template or vocabulary of the family is available offline"
+        for name in ("granite", "granite4", "seed_oss", "lfm2", "command", "hunyuan")
+    },
+}
 MISTRAL = {"mistral": "prompts are built with mistral-common, not a chat template"}
 #: Complete tools, as strict templates want them (gpt-oss reads `description`).
 TOOLS = [
