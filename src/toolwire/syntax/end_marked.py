@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from toolwire.formats.spec import CallContext, CallSyntax, Reject
+from toolwire.syntax.base import WS
+from toolwire.syntax.protocol import CallContext, CallSyntax, Reject
 
 __all__ = ["EndMarked", "ListItem"]
-
-_WS = " \t\r\n"
 
 
 class ListItem(CallSyntax, Protocol):
@@ -73,7 +72,7 @@ class EndMarked:
                 if self._matched == len(mark):
                     self.done = True
                     return i
-            elif c in _WS:
+            elif c in WS:
                 i += 1
             elif c == mark[0]:
                 self._matched = 1

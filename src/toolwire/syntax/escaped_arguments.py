@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 
-from toolwire.formats.spec import CallContext, Reject
+from toolwire.syntax.base import WS
 from toolwire.syntax.json_envelope import JsonEnvelope
+from toolwire.syntax.protocol import CallContext, Reject
 
 __all__ = ["EscapedArguments"]
-
-_WS = " \t\r\n"
 
 
 class EscapedArguments(JsonEnvelope):
@@ -31,10 +30,10 @@ class EscapedArguments(JsonEnvelope):
 
     def _take(self, text: str) -> None:
         if self._key in self.argument_keys and self._args is None and not self._raw:
-            self._quoted = text.lstrip(_WS)[:1] == '"'
+            self._quoted = text.lstrip(WS)[:1] == '"'
         super()._take(text)
         if self._quoted:
-            self._pending.clear()  # released decoded, at close
+            self._out.clear()  # released decoded, at close
 
     def close(self) -> None:
         if self._quoted and self._args is not None:
@@ -46,7 +45,7 @@ class EscapedArguments(JsonEnvelope):
             if not isinstance(value, dict):
                 raise Reject("the arguments string does not hold a JSON object")
             self._quoted = False
-            self._args = inner.strip(_WS)
+            self._args = inner.strip(WS)
             self._parsed = value
-            self._pending[:] = [self._args]
+            self._out[:] = [self._args]
         super().close()
