@@ -140,6 +140,23 @@ NOT_SPECIAL: dict[str, frozenset[str]] = {
             "</seed:cot_budget_reflect>", "<seed:tool_call>", "</seed:tool_call>",
         }
     ),
+    # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
+    # turn tokens are the ones SGLang's K3 reasoning detector names.
+    "kimi_k3": (
+        ["[BOS]", "[EOS]", "[EOT]", "<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"],
+        "<|end_of_msg|>",
+        "",
+    ),
+    # Inkling: the markers vLLM's `parser/inkling.py` lists (no template is available).
+    "inkling": (
+        [
+            "<|message_model|>", "<|content_text|>", "<|content_thinking|>",
+            "<|content_invoke_tool_json|>", "<|content_invoke_tool_text|>",
+            "<|content_tool_error|>", "<|content_model_end_sampling|>", "<|end_message|>",
+        ],
+        "<|content_model_end_sampling|>",
+        "",
+    ),
 }  # fmt: skip
 
 _BASE_VOCAB = 151643  # Qwen3's BPE vocabulary; its first added token is <|endoftext|>

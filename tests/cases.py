@@ -44,6 +44,9 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "command": lambda: derived_tokenizer("command"),
     "granite": lambda: derived_tokenizer("granite"),
     "hunyuan": lambda: derived_tokenizer("hunyuan"),
+    # Kimi K3 and Inkling: no vocabulary is published offline or on PyPI either.
+    "kimi_k3": lambda: derived_tokenizer("kimi_k3"),
+    "inkling": lambda: derived_tokenizer("inkling"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.
     "gpt_oss": lambda: tokenizer_for("gpt_oss"),

@@ -47,6 +47,9 @@ class Tags:
     trim_newline: bool = True
     #: Splits the key tag's text into (key, JSON type override or None).
     attributes: Callable[[str], tuple[str, str | None]] | None = None
+    #: Reads the tool's name out of the name tag's text, when the tag holds more than
+    #: the name (Kimi K3's `tool="NAME" index="N"`); "" when it names no tool.
+    head: Callable[[str], str] | None = None
 
     def resolve(self, marks: Mapping[str, str]) -> Tags:
         """These tags with each mark's text replaced by its structural form
@@ -207,6 +210,8 @@ class TaggedParams(ArgumentsDrain):
         return False
 
     def _set_name(self, text: str) -> None:
+        if self._tags.head is not None:
+            text = self._tags.head(text)
         name = text.strip(WS)
         if not name:
             self._error = "the call names no tool"
