@@ -177,6 +177,12 @@ _V_GRANITE4 = Cite("vllm/tool_parsers/granite4_tool_parser.py", 71,
                    "request.skip_special_tokens = False", "granite4 adjust_request")  # fmt: skip
 _V_LFM2 = Cite("vllm/tool_parsers/lfm2_tool_parser.py", 91,
                "request.skip_special_tokens = False", "lfm2 adjust_request")  # fmt: skip
+_V_K3 = Cite(
+    "vllm/tool_parsers/kimi_k3_tool_parser.py",
+    202,
+    "request.skip_special_tokens = False",
+    "Kimi K3's adjust_request (its markers must reach the parser as text)",
+)
 _S_TOOLS = SGLANG_DRIVING[1]
 _S_OSS = SGLANG_DRIVING[0]
 
@@ -244,6 +250,17 @@ PROFILES: dict[str, Profile] = {
         "derived:gemma4", "gemma4/google-gemma-4-31B-it.jinja", "enable_thinking",
         ("<eos>", "<turn|>"),
         _v("gemma4", "gemma4", skip=False), _s("gemma4", "gemma4", _S_OSS),
+    ),
+    # Kimi K3 and Inkling: no chat template here (K3's tokenizer renders prompts in
+    # Python), so no prompt ids; stop tokens as the peers' parsers name them. vLLM's
+    # K3 reasoning parser reads the `thinking` switch from chat_template_kwargs.
+    "kimi_k3": Profile(
+        "derived:kimi_k3", None, "thinking", ("<|end_of_msg|>", "[EOS]"),
+        _v("kimi_k3", "kimi_k3", skip=False, cite=_V_K3), _s("kimi_k3", "kimi_k3"),
+    ),
+    "inkling": Profile(
+        "derived:inkling", None, None, ("<|content_model_end_sampling|>",),
+        _v("inkling", "inkling", skip=False), _s("inkling", "inkling"),
     ),
     # gpt-oss generation_config: <|return|> 200002, <|endoftext|> 199999, <|call|> 200012.
     "gpt_oss": Profile(

@@ -147,6 +147,14 @@ NOT_SPECIAL: dict[str, frozenset[str]] = {
         "<|end_of_msg|>",
         "",
     ),
+    # MiniMax M3: its namespace token (non-special in the real vocabulary: a delimiter
+    # either way) and the media markers transformers' M3 processor names; M2's turn
+    # tokens. `<mm:think>` is left out: the model may spell it (matched as text).
+    "minimax_m3": (
+        ["]~!b[", "]~b]", "[e~[", "]<]minimax[>[", "]<]image[>[", "]<]video[>["],
+        "[e~[",
+        "",
+    ),
     # Inkling: the markers vLLM's `parser/inkling.py` lists (no template is available).
     "inkling": (
         [

@@ -47,6 +47,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     # Kimi K3 and Inkling: no vocabulary is published offline or on PyPI either.
     "kimi_k3": lambda: derived_tokenizer("kimi_k3"),
     "inkling": lambda: derived_tokenizer("inkling"),
+    "minimax_m3": lambda: derived_tokenizer("minimax_m3"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.
     "gpt_oss": lambda: tokenizer_for("gpt_oss"),
@@ -158,7 +159,12 @@ def mark(fmt: Any) -> str:
 
 #: Where a body's own end stands before the call's closing delimiter (tagged formats):
 #: an unfinished body lacks both.
-BODY_END = {"qwen3_coder": "</function>", "seed_oss": "</function>", "minimax_m2": "</invoke>"}
+BODY_END = {
+    "qwen3_coder": "</function>",
+    "seed_oss": "</function>",
+    "minimax_m2": "</invoke>",
+    "minimax_m3": "]<]minimax[>[</invoke>",
+}
 
 
 NULLABLE_TOOL: dict[str, Any] = {

@@ -49,6 +49,9 @@ NO_TEMPLATE = {
         name: "no chat template or vocabulary of the family is available offline"
         for name in ("granite", "granite4", "seed_oss", "lfm2", "command", "hunyuan")
     },
+    "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",
+    "inkling": "no chat template is available offline",
+    "minimax_m3": "no chat template is available offline",
 }
 MISTRAL = {"mistral": "prompts are built with mistral-common, not a chat template"}
 #: Complete tools, as strict templates want them (gpt-oss reads `description`).

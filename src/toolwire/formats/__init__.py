@@ -185,6 +185,7 @@ def _import_builtins() -> None:
         lfm2,
         llama3_json,
         minimax_m2,
+        minimax_m3,
         mistral,
         pythonic,
         qwen3,

@@ -19,9 +19,9 @@ from ordinary ids are text), and the format is gated when the vocabulary has
 `<|open|>` and `<|sep|>` as tokens.
 
 A `string` value is raw text; any other `type` (`number`, `boolean`, `null`,
-`object`, `array`; the encoder folds `integer` into `number`) is JSON. Without a
-`type` attribute the declared schema decides. Attribute values escape `&` and `"`
-(`&amp;`, `&quot;`). `index` counts calls from 1; it is not an id.
+`object`, `array`; the encoder folds `integer` into `number`) is JSON, whatever its
+kind. Without a known `type` attribute the declared schema decides. Attribute values
+escape `&` and `"` (`&amp;`, `&quot;`). `index` counts calls from 1; it is not an id.
 
 The `response` channel's markers and the turn's `<|close|>message<|sep|>` are listed
 as further reasoning closes: where they stand in reasoning they end it (a response
@@ -51,8 +51,9 @@ SECTION = (f"{OPEN}tools{SEP}", f"{CLOSE}tools{SEP}")
 CALL = (f"{OPEN}call", f"{CLOSE}call{SEP}")
 ARGUMENT = (f"{OPEN}argument", f"{CLOSE}argument{SEP}")
 
-#: K3's `type` attribute -> the JSON type its value has.
-TYPES = {k: k for k in ("string", "number", "boolean", "null", "object", "array")}
+#: K3's `type` attribute -> how its value is read: a string is raw text, any other
+#: type JSON (as vLLM and SGLang decode it, whatever the declared schema says).
+TYPES = {"string": "string"} | {k: "any" for k in ("number", "boolean", "null", "object", "array")}
 _ATTRIBUTE = re.compile(r'([A-Za-z_]\w*)\s*=\s*"([^"]*)"')
 
 

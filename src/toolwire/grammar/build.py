@@ -29,6 +29,7 @@ from typing import Any
 
 from toolwire.formats.spec import Format
 from toolwire.grammar.anchored import pythonic_list
+from toolwire.grammar.element_values import ElementValues
 from toolwire.grammar.gemma_values import GemmaValues
 from toolwire.grammar.policy import ToolSpec
 from toolwire.grammar.shapes import Params, Shape
@@ -186,8 +187,10 @@ class _Builder:
     # -- calls ---------------------------------------------------------------------
 
     def arguments(self, spec: ToolSpec) -> Element:
-        if self.shape.params is not None and self.lex.token_level:
+        if self.shape.params is not None and (self.lex.token_level or self.shape.style == "params"):
             return self.params(spec.schema, self.shape.params)
+        if self.shape.style == "elements":
+            return ElementValues(self.namespace(), self.text()).members(spec.schema, 0, "\n")
         if self.shape.style == "gemma" and self.lex.token_level:
             (quote,) = self.lex.ids([QUOTE])
             return GemmaValues(quote, self.free()).object(spec.schema)
@@ -197,6 +200,20 @@ class _Builder:
             "style": self.shape.style,
             "excludes": self.in_strings,
         }
+
+    def namespace(self) -> Element:
+        """The token before every tag (`Shape.namespace`): by id at token level."""
+        ns = self.shape.namespace
+        if self.lex.token_level:
+            (token,) = self.lex.ids([d for d in self.fmt.delimiters if d.startswith(ns)])
+            return _element(token)
+        return _element(ns)
+
+    def text(self) -> Element:
+        """Value text: no delimiter, and no namespace token (`Shape.namespace`)."""
+        if self.lex.token_level:
+            return self.free()
+        return {"type": "any_text", "excludes": [*self.all_texts, self.shape.namespace]}
 
     def head(self, spec: ToolSpec) -> list[Element]:
         name = json.dumps(spec.name, ensure_ascii=False)[1:-1]
@@ -339,6 +356,14 @@ class _Builder:
             out.append(one if key in required else {"type": "optional", "content": one})
         return _sequence(out)
 
+    def type_text(self, kind: str | None, params: Params) -> Element:
+        """The text a `{type}` placeholder writes for a value of JSON type `kind`."""
+        types = params.types or {}
+        if kind is not None and kind in types:
+            return _element(types[kind])
+        others = sorted({t for k, t in types.items() if k != "string" and t != types.get("string")})
+        return _either([_element(t) for t in others])
+
     def param(
         self,
         key: str,
@@ -346,7 +371,8 @@ class _Builder:
         params: Params,
         key_pattern: str | None = None,
     ) -> Element:
-        text = schema_type(schema) == "string"
+        kind = schema_type(schema)
+        text = kind == "string"
         opening = params.open.replace("{string}", "true" if text else "false")
         out: list[Element] = []
         before, _, after = opening.partition("{key}")
@@ -355,7 +381,10 @@ class _Builder:
             out.append({"type": "regex", "pattern": key_pattern})
         else:
             out += self.lex.elements(key)
-        out += self.lex.elements(after)
+        for n, part in enumerate(after.split("{type}")):
+            if n:
+                out.append(self.type_text(kind, params))
+            out += self.lex.elements(part)
         closing = self.lex.pieces(params.close)
         if text and isinstance(schema.get("enum"), list):
             out.append(_either([_element(str(v)) for v in schema["enum"]]))
@@ -395,7 +424,11 @@ def build_format(
     strings may not hold the call's delimiters."""
     builder = _Builder(fmt, shape, lex, parallel, exclude)
     suffix = builder.choice(choice, specs)
-    prefix = builder.reasoning(in_reasoning)
-    if prefix is None:
+    elements = [builder.reasoning(in_reasoning)]
+    if shape.content is not None and choice in ("auto", "none"):
+        channel = _tag(lex, shape.content[0], [builder.free()], shape.content[1])
+        elements.append({"type": "optional", "content": channel})
+    elements = [e for e in elements if e is not None]
+    if not elements:
         return suffix
-    return {"type": "sequence", "elements": [prefix, suffix]}
+    return {"type": "sequence", "elements": [*elements, suffix]}

@@ -19,6 +19,7 @@ walk -> parsed) fail for any entry that disagrees with the format's parser.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,13 +31,17 @@ class Params:
     """One tagged parameter: `open` VALUE `close` `after`.
 
     `open` holds `{key}` and may hold `{string}` ("true" for a text value, "false" for
-    JSON, as DSML's attribute says). Values typed `string` by the schema are raw text;
-    every other value is JSON (the parser types values the same way).
+    JSON, as DSML's attribute says) or `{type}` (Kimi K3's `type` attribute). Values
+    typed `string` by the schema are raw text; every other value is JSON (the parser
+    types values the same way).
     """
 
     open: str
     close: str
     after: str = ""
+    #: `open` may hold `{type}`: the schema's JSON type -> the text written for it (a
+    #: type not listed: any of the listed non-string texts, the value being JSON).
+    types: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,11 @@ class Shape:
     items: tuple[str, str] | None = None
     #: Written once after the list: its closing mark (`<|END_ACTION|>`), or "".
     list_end: str = ""
+    #: (open, close) of the channel the format writes content in (Kimi K3's response
+    #: channel), allowed once before the calls where text is (`auto`, `none`).
+    content: tuple[str, str] | None = None
+    #: The token written before every tag of the arguments (style "elements").
+    namespace: str = ""
 
 
 _HERMES = Shape(head='\n{"name": "{name}", "arguments": ', tail="}\n", name="json")
@@ -80,6 +90,16 @@ _DSML_SHAPE = Shape(
         after="\n",
     ),
 )
+
+_K3_TYPES = {
+    "string": "string",
+    "integer": "number",
+    "number": "number",
+    "boolean": "boolean",
+    "null": "null",
+    "object": "object",
+    "array": "array",
+}
 
 #: format name -> its shape.
 SHAPES: dict[str, Shape] = {
@@ -108,6 +128,37 @@ SHAPES: dict[str, Shape] = {
     # The call has no closing delimiter: its body ends itself at `</invoke>`.
     "minimax_m2": Shape(
         head='{name}">', tail="</invoke>", style="minimax_xml", section_text=("\n", "\n")
+    ),
+    # Arguments element by element at either level (`style` "params": no XGrammar
+    # style writes them); `type` is K3's attribute (`formats.kimi_k3`).
+    "kimi_k3": Shape(
+        head=' tool="{name}" index="{index}"<|sep|>',
+        style="params",
+        separator="",
+        params=Params(
+            open='<|open|>argument key="{key}" type="{type}"<|sep|>',
+            close="<|close|>argument<|sep|>",
+            types=dict(_K3_TYPES),
+        ),
+        content=("<|open|>response<|sep|>", "<|close|>response<|sep|>"),
+    ),
+    # Parameters as nested elements, each tag after the namespace token
+    # (`grammar.element_values`); the body ends itself with the namespaced `</invoke>`.
+    "minimax_m3": Shape(
+        head='{name}">\n',
+        tail="]<]minimax[>[</invoke>",
+        style="elements",
+        section_text=("\n", "\n"),
+        namespace="]<]minimax[>[",
+    ),
+    # JSON blocks; calls follow each other without the `<|message_model|>` the model
+    # writes between blocks (a dropped special token to the parser).
+    "inkling": Shape(
+        head='{"name": "{name}", "args": ',
+        tail="}",
+        name="json",
+        separator="",
+        content=("<|content_text|>", "<|end_message|>"),
     ),
     # Token level: values are built element by element (`gemma_values`), so the
     # `<|"|>` quote is its id; text level: XGrammar's `gemma` style.
