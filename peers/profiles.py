@@ -262,6 +262,13 @@ PROFILES: dict[str, Profile] = {
         "derived:inkling", None, None, ("<|content_model_end_sampling|>",),
         _v("inkling", "inkling", skip=False), _s("inkling", "inkling"),
     ),
+    # MiniMax M3: its parser keeps vLLM's default skip_special_tokens (the namespace
+    # token is not special); stop token as M2's. vLLM's switch is
+    # `thinking_mode="enabled"`, not a boolean: no switch is sent.
+    "minimax_m3": Profile(
+        "derived:minimax_m3", None, None, ("[e~[",),
+        _v("minimax_m3", "minimax_m3"), _s("minimax-m3", "minimax-m3"),
+    ),
     # gpt-oss generation_config: <|return|> 200002, <|endoftext|> 199999, <|call|> 200012.
     "gpt_oss": Profile(
         "gpt_oss", "gpt_oss/openai-gpt-oss-120b.jinja", None,

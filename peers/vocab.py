@@ -122,6 +122,31 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|eos|>",
         "",
     ),
+    # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
+    # turn tokens are the ones SGLang's K3 reasoning detector names.
+    "kimi_k3": (
+        ["[BOS]", "[EOS]", "[EOT]", "<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"],
+        "<|end_of_msg|>",
+        "",
+    ),
+    # MiniMax M3: its namespace token (added, not special, as in the real vocabulary)
+    # and the media markers transformers' M3 processor names; M2's turn
+    # tokens. `<mm:think>` is left out: the model may spell it (matched as text).
+    "minimax_m3": (
+        ["]~!b[", "]~b]", "[e~[", "]<]minimax[>[", "]<]image[>[", "]<]video[>["],
+        "[e~[",
+        "",
+    ),
+    # Inkling: the markers vLLM's `parser/inkling.py` lists (no template is available).
+    "inkling": (
+        [
+            "<|message_model|>", "<|content_text|>", "<|content_thinking|>",
+            "<|content_invoke_tool_json|>", "<|content_invoke_tool_text|>",
+            "<|content_tool_error|>", "<|content_model_end_sampling|>", "<|end_message|>",
+        ],
+        "<|content_model_end_sampling|>",
+        "",
+    ),
 }  # fmt: skip
 
 #: family -> its added tokens that the real vocabulary marks `"special": false` (added
@@ -140,31 +165,7 @@ NOT_SPECIAL: dict[str, frozenset[str]] = {
             "</seed:cot_budget_reflect>", "<seed:tool_call>", "</seed:tool_call>",
         }
     ),
-    # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
-    # turn tokens are the ones SGLang's K3 reasoning detector names.
-    "kimi_k3": (
-        ["[BOS]", "[EOS]", "[EOT]", "<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"],
-        "<|end_of_msg|>",
-        "",
-    ),
-    # MiniMax M3: its namespace token (non-special in the real vocabulary: a delimiter
-    # either way) and the media markers transformers' M3 processor names; M2's turn
-    # tokens. `<mm:think>` is left out: the model may spell it (matched as text).
-    "minimax_m3": (
-        ["]~!b[", "]~b]", "[e~[", "]<]minimax[>[", "]<]image[>[", "]<]video[>["],
-        "[e~[",
-        "",
-    ),
-    # Inkling: the markers vLLM's `parser/inkling.py` lists (no template is available).
-    "inkling": (
-        [
-            "<|message_model|>", "<|content_text|>", "<|content_thinking|>",
-            "<|content_invoke_tool_json|>", "<|content_invoke_tool_text|>",
-            "<|content_tool_error|>", "<|content_model_end_sampling|>", "<|end_message|>",
-        ],
-        "<|content_model_end_sampling|>",
-        "",
-    ),
+    "minimax_m3": frozenset({"]<]minimax[>["}),
 }  # fmt: skip
 
 _BASE_VOCAB = 151643  # Qwen3's BPE vocabulary; its first added token is <|endoftext|>

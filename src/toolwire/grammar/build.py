@@ -226,16 +226,20 @@ class _Builder:
             out += self.lex.elements(part.replace("{name}", name))
         return out
 
-    def item(self, spec: ToolSpec) -> Element:
-        return _sequence(
-            [*self.head(spec), self.arguments(spec), *self.lex.elements(self.shape.tail)]
-        )
+    def item(self, spec: ToolSpec, tail: str | None = None) -> Element:
+        tail = self.shape.tail if tail is None else tail
+        return _sequence([*self.head(spec), self.arguments(spec), *self.lex.elements(tail)])
 
     def call(self, specs: Sequence[ToolSpec], *, one: bool = False) -> Element:
         if self.shape.items is not None:
             return self.listed(specs, one=one or not self.parallel)
-        bodies = [self.item(spec) for spec in specs]
-        return _tag(self.lex, self.fmt.call[0], [_either(bodies)], self.fmt.call[1])
+        close, tail = self.fmt.call[1], self.shape.tail
+        if close is None and self.shape.style == "elements":
+            # A body that ends itself, with text values inside: XGrammar wants such a
+            # tag to have an end, and the tail is where the body ends.
+            close, tail = tail, ""
+        bodies = [self.item(spec, tail) for spec in specs]
+        return _tag(self.lex, self.fmt.call[0], [_either(bodies)], close)
 
     def listed(self, specs: Sequence[ToolSpec], *, one: bool) -> Element:
         """One call.open, then the calls as the items of one list, then `list_end`."""

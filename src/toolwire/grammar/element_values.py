@@ -47,12 +47,18 @@ class ElementValues:
     def __init__(self, ns: Element, text: Element) -> None:
         self.ns = ns
         self.text = text
+        #: The namespace as a tag's end: a string, or the token element.
+        self.ns_end: str | Element = ns["value"] if ns["type"] == "const_string" else ns
 
     def element(self, name: str, schema: Any, depth: int, after: str = "") -> Element:
         """`NS<name>` value `NS</name>`, then `after`."""
         opening = [self.ns, {"type": "const_string", "value": f"<{name}>"}]
-        closing = [self.ns, {"type": "const_string", "value": f"</{name}>{after}"}]
-        return _seq([*opening, self.value(schema, depth + 1), *closing])
+        closing = {"type": "const_string", "value": f"</{name}>{after}"}
+        value = self.value(schema, depth + 1)
+        if value is self.text:  # unbounded text ends at the namespace token (a tag)
+            value = {"type": "tag", "begin": "", "content": self.text, "end": self.ns_end}
+            return _seq([*opening, value, closing])
+        return _seq([*opening, value, self.ns, closing])
 
     def value(self, schema: Any, depth: int) -> Element:
         kind = schema_type(schema) if depth <= MAX_DEPTH else None
