@@ -152,6 +152,9 @@ def test_walks_parse_into_valid_calls(fmt: str) -> None:
     finish = tuple(
         i for d in spec.delimiters for i in tok.encode(d) if i in tok.added_ids and i not in prefer
     )
+    # An opener's token that also begins an inner mark closes values too (MiniMax M3's
+    # namespace token stands before every tag).
+    finish += tuple(i for i in prefer if any(tok.encode(m)[:1] == [i] for m in spec.marks))
     # Tokens that spell the ends of values and bodies (XML styles close values in text).
     enders = ["</parameter>", SHAPES.get(fmt, _NO_SHAPE).tail, '"', "}", "]", *spec.marks]
     enders += [")"] if fmt == "pythonic" else []
