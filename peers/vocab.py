@@ -129,11 +129,12 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|end_of_msg|>",
         "",
     ),
-    # MiniMax M3: its namespace token (added, not special, as in the real vocabulary)
-    # and the media markers transformers' M3 processor names; M2's turn
-    # tokens. `<mm:think>` is left out: the model may spell it (matched as text).
+    # MiniMax M3: its namespace token and `<mm:think>`/`</mm:think>` (added, not
+    # special, as in the real vocabulary; vLLM's reasoning parser looks them up), the
+    # media markers transformers' M3 processor names, and M2's turn tokens.
     "minimax_m3": (
-        ["]~!b[", "]~b]", "[e~[", "]<]minimax[>[", "]<]image[>[", "]<]video[>["],
+        ["]~!b[", "]~b]", "[e~[", "]<]minimax[>[", "<mm:think>", "</mm:think>",
+         "]<]image[>[", "]<]video[>["],
         "[e~[",
         "",
     ),
@@ -165,7 +166,7 @@ NOT_SPECIAL: dict[str, frozenset[str]] = {
             "</seed:cot_budget_reflect>", "<seed:tool_call>", "</seed:tool_call>",
         }
     ),
-    "minimax_m3": frozenset({"]<]minimax[>["}),
+    "minimax_m3": frozenset({"]<]minimax[>[", "<mm:think>", "</mm:think>"}),
 }  # fmt: skip
 
 _BASE_VOCAB = 151643  # Qwen3's BPE vocabulary; its first added token is <|endoftext|>

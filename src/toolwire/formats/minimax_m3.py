@@ -19,9 +19,10 @@ text: a delimiter here is that token and its tag, matched only where the token's
 is an object, `<item>` children make an array (`syntax.elements`); text values are
 typed by the declared schema. The call's end (NS`</invoke>`) is read by its body,
 which ends itself there. Reasoning is `<mm:think>`...`</mm:think>` (vLLM's
-`MiniMaxM3ReasoningParser`; SGLang's `MiniMaxM3Detector`): the model may spell those
-markers in pieces, so they are matched as text where they act when the vocabulary
-holds no token for them (the derived test vocabulary does not). With
+`MiniMaxM3ReasoningParser`; SGLang's `MiniMaxM3Detector`). Where the vocabulary holds
+them as tokens (vLLM's parser requires it; the derived test vocabulary adds them, not
+special) they act only as ids, and a marker the model spells in pieces is text; in a
+vocabulary without them they are matched as text where they act. With
 `thinking_mode="enabled"` the prompt opens reasoning: pass `in_reasoning=True`.
 Whitespace between the namespace token and `<` (which SGLang tolerates) is tolerated
 inside a body; the section and invoke openers must be written whole.
