@@ -27,8 +27,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from toolwire.formats.spec import CallContext, Reject
 from toolwire.nesting import MAX_DEPTH
+from toolwire.syntax.base import WS, ArgumentsDrain
+from toolwire.syntax.protocol import CallContext, Reject
 from toolwire.syntax.values import as_json
 from toolwire.tools import schema_nullable, schema_type
 
@@ -39,10 +40,11 @@ ITEM = "item"
 _Value = str | list[tuple[str, "_Value"]]
 
 
-class Elements:
+class Elements(ArgumentsDrain):
     """Parses one element-tree call body; `ns` and `end` are structural forms."""
 
     def __init__(self, context: CallContext, *, ns: str, end: str) -> None:
+        super().__init__()
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
@@ -52,7 +54,6 @@ class Elements:
         self._spacing = re.compile(re.escape(ns) + r"[ \t\r\n]+(?=<)")
         self._buf = ""
         self._searched = 0  # the end tag does not begin before this offset
-        self._out = ""
 
     # -- CallSyntax ------------------------------------------------------------------
 
@@ -74,10 +75,6 @@ class Elements:
         self.done = True
         return len(text) - rest
 
-    def arguments(self) -> str:
-        out, self._out = self._out, ""
-        return out
-
     def close(self) -> None:
         head = self._buf.find('">')
         if not self.name or head < 0:
@@ -90,7 +87,7 @@ class Elements:
             params.append((name, value))
             pos = _skip_space(body, pos)
         schema = self._schemas.get(self.name) or {}
-        self._out = json.dumps(_object(params, schema), ensure_ascii=False)
+        self._out.append(json.dumps(_object(params, schema), ensure_ascii=False))
 
     # -- parsing -----------------------------------------------------------------------
 
@@ -129,7 +126,7 @@ class Elements:
 
 
 def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
+    while pos < len(text) and text[pos] in WS:
         pos += 1
     return pos
 
