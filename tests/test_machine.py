@@ -144,6 +144,9 @@ def _run(name: str, ids: list[int], cuts: Sequence[int], stream: bool) -> list[E
     points = sorted({0, len(ids), *(c % (len(ids) + 1) for c in cuts)})
     split = _parsed(Parser(name, tok, **options), [ids[a:b] for a, b in itertools.pairwise(points)])
     assert single == whole, "one id per delta differs from one delta (events or stats)"
+    # A delimiter's sentinel (a lone surrogate) never leaves the parser: where a token
+    # does not act (say `</think>` inside a call body) it is the token's text.
+    assert not _SENTINEL.search(repr(whole[0])), whole[0]
     assert split == whole, f"split at {points} differs from one delta (events or stats)"
     try:
         strict = _events(Parser(name, tok, strict=True, **options), [ids])
@@ -155,6 +158,8 @@ def _run(name: str, ids: list[int], cuts: Sequence[int], stream: bool) -> list[E
 
 
 _SPACE = re.compile(r"\s+")
+#: A lone surrogate as `repr` writes it.
+_SENTINEL = re.compile(r"\\ud[89a-f][0-9a-f]{2}")
 
 
 def _markup(fmt: Format, tok: Tokenizer, ids: list[int]) -> tuple[str, list[tuple[int, int]]]:

@@ -334,6 +334,9 @@ class Tables:
     id_forms: Mapping[int, str]
     #: ord(sentinel) -> the token's text, for `str.translate`.
     to_literal: Mapping[int, str]
+    #: `to_literal` without the call's inner marks: a call body's text as its syntax
+    #: reads it (any other delimiter standing inside a body is the token's text).
+    body_literal: Mapping[int, str]
     #: The structural forms of every inner mark (the call's and the header's): text
     #: wherever they do not act.
     inner: frozenset[str]
@@ -452,10 +455,13 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         and state is not State.HEADER
         and not (state is State.CONTENT and fmt.anchor is not None)
     )
+    # Every sentinel a mark's form holds (a mark may be a token with text around it).
+    kept = {ord(c) for m in fmt.marks for c in form(m) if ord(c) in to_literal}
     return Tables(
         forms=forms,
         id_forms=id_forms,
         to_literal=to_literal,
+        body_literal={k: v for k, v in to_literal.items() if k not in kept},
         inner=inner,
         r_opens=members[Role.REASONING_OPEN],
         r_closes=members[Role.REASONING_CLOSE],

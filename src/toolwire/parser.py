@@ -643,15 +643,28 @@ class Parser:
 
     def _body(self, text: str, out: list[Event]) -> int:
         """Text of the open call's body (the one way in, fast path or scan); returns
-        how much it took (less than all only when a self-ending body ended)."""
+        how much it took (less than all only when a self-ending body ended).
+
+        A delimiter that does not act inside a call (say `</think>` in a string
+        value) reaches the syntax as the token's text; only the call's marks keep
+        their structural form."""
         call = self._call
         assert call is not None
-        used = call.take(text)
+        literal = self._t.body_literal
+        spelled = text.translate(literal) if literal and not text.isascii() else text
+        used = call.take(spelled)
         if not call.held:
             self._stream(out)
             if call.syntax.done:
                 self._end_call(out, closed=True)
-        return used
+        if used == len(spelled) or spelled is text:
+            return len(text) if used == len(spelled) else used
+        taken = 0  # a self-ending body ended inside: `used` back onto `text`
+        for pos, char in enumerate(text):
+            taken += len(literal.get(ord(char), char))
+            if taken > used:
+                return pos
+        return len(text)
 
     def _anchored(self, buf: str, start: int, end: int, out: list[Event]) -> int:
         """Content of a format whose calls no token opens: a call body may begin at a
