@@ -21,6 +21,7 @@ from functools import cache
 from tokenizers import AddedToken, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as Backend
 
+from peers.vocab import DERIVED, NOT_SPECIAL
 from toolwire import Tokenizer, formats
 
 #: Special tokens that are no format's delimiter (turn markers, end of text): the
@@ -62,12 +63,31 @@ def _corpus() -> list[str]:
 
 
 def delimiters() -> list[str]:
-    """Every registered format's delimiters, once each, in registry order."""
+    """Every registered format's delimiters, once each, in registry order, as the
+    added tokens that spell them: a delimiter holding one of a family's own added
+    tokens (`peers.vocab.DERIVED`: Kimi K3's `<|open|>`, MiniMax M3's namespace
+    token, Inkling's block markers) is that token with text around it, as in the
+    family's vocabulary; any other delimiter is one token."""
+    pieces = sorted(
+        {t for tokens, _, _ in DERIVED.values() for t in tokens if t}, key=len, reverse=True
+    )
+    split = re.compile("(" + "|".join(re.escape(t) for t in pieces) + ")")
     out: dict[str, None] = {}
     for name in formats.names():
         fmt = formats.get(name)
-        out.update(dict.fromkeys((*fmt.delimiters, *fmt.keep)))
+        for delimiter in (*fmt.delimiters, *fmt.keep):
+            parts = [p for p in split.split(delimiter) if p]
+            tokens = [p for p in parts if p in pieces]
+            out.update(dict.fromkeys(tokens if tokens else [delimiter]))
     return [d for d in out if d]
+
+
+def family_tokens() -> list[str]:
+    """The families' other added tokens (`peers.vocab.DERIVED`), special ones dropped
+    by the parser where they stand (Inkling's `<|message_model|>`)."""
+    taken = set(delimiters())
+    every = (t for tokens, _, _ in DERIVED.values() for t in tokens)
+    return [t for t in dict.fromkeys(every) if t and t not in taken]
 
 
 def backend() -> Backend:
@@ -83,9 +103,17 @@ def backend() -> Backend:
     model.train_from_iterator(_corpus(), trainer=trainer)
     ordinary = model.get_vocab_size()
     model.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL])
-    model.add_tokens([AddedToken(d, special=False, normalized=False) for d in delimiters()])
+    # A family's own tokens are special as in its vocabulary (Inkling's block markers
+    # are dropped where they do not act); whole delimiters are plain added tokens.
+    family = {t for tokens, _, _ in DERIVED.values() for t in tokens} - {
+        t for plain in NOT_SPECIAL.values() for t in plain
+    }
+    vocab = model.get_vocab()
+    extra = [t for t in family_tokens() if t not in vocab]  # one the model spells stays
+    wanted = [*delimiters(), *extra]
+    model.add_tokens([AddedToken(d, special=d in family, normalized=False) for d in wanted])
     added = model.get_added_tokens_decoder()
-    assert min(added) == ordinary and len(added) == len(SPECIAL) + len(delimiters()), (
+    assert min(added) == ordinary and len(added) == len(SPECIAL) + len(wanted), (
         "an added token is also an ordinary token of the trained model"
     )
     return model
