@@ -10,13 +10,15 @@ reason naming the extra.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tests.data import has_data, mistral_tokenizer, tokenizer_for
 from tests.derived import derived_tokenizer
 from tests.vocabulary import synthetic_tokenizer
-from toolwire import Tokenizer
+from toolwire import Message, Parser, Tokenizer
+from toolwire.events import Event, merge
 
 #: format name -> the tokenizer its tests use (real where one exists offline).
 TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
@@ -184,3 +186,47 @@ NULLABLE_TOOL: dict[str, Any] = {
     },
 }
 TOOLS.append(NULLABLE_TOOL)
+
+
+# -- feeding a format's parser ---------------------------------------------------------
+
+
+def feed(name: str, ids: Sequence[int], deltas: Sequence[int] = (), **options: Any) -> list[Event]:
+    """Feed `ids` cut at the positions in `deltas`; return the merged events."""
+    options.setdefault("tools", TOOLS)
+    parser = Parser(name, tokenizer(name), **options)
+    events: list[Event] = []
+    start = 0
+    for cut in [*deltas, len(ids)]:
+        events += parser.feed(ids[start:cut])
+        start = cut
+    return merge(events + parser.finish())
+
+
+def message(name: str, ids: Sequence[int], deltas: Sequence[int] = (), **options: Any) -> Message:
+    return Message.from_events(feed(name, ids, deltas, **options))
+
+
+def calls_of(msg: Message) -> list[tuple[str, Any]]:
+    return [(c.name, json.loads(c.arguments)) for c in msg.tool_calls]
+
+
+def squash(text: str | None) -> str:
+    return "".join((text or "").split())
+
+
+def check_native_output(name: str, native: str, expected: tuple[str, Any]) -> None:
+    """A format's own output of one call: that call, and nothing else, whole, one id
+    per delta, in threes (held and streamed) and through `feed_text`."""
+    ids = tokenizer(name).encode(native)
+    whole = feed(name, ids)
+    assert calls_of(Message.from_events(whole)) == [expected]
+    assert Message.from_events(whole).content is None
+    assert feed(name, ids, range(1, len(ids))) == whole
+    for stream in (False, True):
+        assert feed(name, ids, range(0, len(ids), 3), stream_arguments=stream) == feed(
+            name, ids, stream_arguments=stream
+        )
+    text_parser = Parser(name, None, tools=TOOLS)  # text-only backends
+    events = text_parser.feed_text(native) + text_parser.finish()
+    assert calls_of(Message.from_events(events)) == [expected]

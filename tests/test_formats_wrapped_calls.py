@@ -14,16 +14,13 @@ reasoning, parallel calls in one delta, schema typing and provisional recovery.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from typing import Any
-
 import pytest
 
 from tests import cases
+from tests.cases import calls_of, feed, message, squash
 from tests.data import tokenizer_for
 from toolwire import Message, Parser, formats
-from toolwire.events import Event, ToolCallBegin, merge
+from toolwire.events import ToolCallBegin
 
 NAMES = [
     "deepseek_v3",
@@ -88,48 +85,12 @@ IDS = {
 }
 
 
-def feed(name: str, ids: Sequence[int], deltas: Sequence[int] = (), **options: Any) -> list[Event]:
-    """Feed `ids` cut at the positions in `deltas`; return the merged events."""
-    options.setdefault("tools", cases.TOOLS)
-    parser = Parser(name, cases.tokenizer(name), **options)
-    events: list[Event] = []
-    start = 0
-    for cut in [*deltas, len(ids)]:
-        events += parser.feed(ids[start:cut])
-        start = cut
-    return merge(events + parser.finish())
-
-
-def message(name: str, ids: Sequence[int], deltas: Sequence[int] = (), **options: Any) -> Message:
-    return Message.from_events(feed(name, ids, deltas, **options))
-
-
-def calls_of(msg: Message) -> list[tuple[str, Any]]:
-    return [(c.name, json.loads(c.arguments)) for c in msg.tool_calls]
-
-
-def squash(text: str | None) -> str:
-    return "".join((text or "").split())
-
-
 # -- the formats' own strings and ids -------------------------------------------------
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_template_output_parses_in_any_chunking(name: str) -> None:
-    tok = cases.tokenizer(name)
-    ids = tok.encode(NATIVE[name])
-    whole = feed(name, ids)
-    assert calls_of(Message.from_events(whole)) == [WEATHER]
-    assert Message.from_events(whole).content is None
-    assert feed(name, ids, range(1, len(ids))) == whole
-    for stream in (False, True):
-        assert feed(name, ids, range(0, len(ids), 3), stream_arguments=stream) == feed(
-            name, ids, stream_arguments=stream
-        )
-    text_parser = Parser(name, None, tools=cases.TOOLS)  # text-only backends
-    events = text_parser.feed_text(NATIVE[name]) + text_parser.finish()
-    assert calls_of(Message.from_events(events)) == [WEATHER]
+    cases.check_native_output(name, NATIVE[name], WEATHER)
 
 
 @pytest.mark.parametrize("name", NAMES)
