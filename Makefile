@@ -118,7 +118,7 @@ $(VLLM)/python:
 # runs the tests, stops them. Then the renderer's parity with vLLM's own
 # (tests/test_vllm_renderer.py) in this venv and, when it exists, in .venv-bench (0.33).
 test-vllm: .venv-vllm/.vllm-installed
-	@if [ -x $(BENCH)/python ]; then $(BENCH)/pip install -q llguidance; fi  # 0.33's model inspection imports it
+	@if [ -x $(BENCH)/python ]; then $(BENCH)/pip install -q llguidance einops; fi  # 0.33 inspects the model with them
 	TOOLWIRE_VLLM_REAL=1 $(VLLM)/pytest -rs -s -m vllm_real tests/test_vllm_real.py tests/test_vllm_renderer.py
 
 clean:
