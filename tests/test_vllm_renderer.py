@@ -275,6 +275,8 @@ def test_renderer_ids_equal_vllms_own_renderer(venv: str, tmp_path: Path) -> Non
     if python is None or not python.is_file():
         pytest.skip(f"needs {venv}'s venv (make .venv-vllm / make .venv-bench)")
     out = run_parity(python, tmp_path)
+    if "unavailable" in out:
+        pytest.skip(f"vLLM {out['vllm']} cannot build its config here: {out['unavailable']}")
     cases = out["cases"]
     assert len(cases) == out["expected"]
     crashed = [c["crash"] for c in cases if "crash" in c]

@@ -52,7 +52,11 @@ def main(job_path: str, result_path: str) -> int:
         model_config = ModelConfig(
             model=model["folder"], tokenizer_mode="hf", dtype="float32", max_model_len=4096
         )
-        config = VllmConfig(model_config=model_config)
+        try:
+            config = VllmConfig(model_config=model_config)
+        except RuntimeError as exc:  # a GPU build of vLLM on a machine without a GPU
+            out["unavailable"] = str(exc)
+            break
         tokenizer = cached_tokenizer_from_config(model_config)
         renderers = {
             mode: RENDERER_REGISTRY.load_renderer(mode, config, tokenizer)
