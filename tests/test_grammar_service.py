@@ -32,7 +32,7 @@ from toolwire.backends.llama import LlamaEngine
 from toolwire.backends.vllm import VllmEngine
 from toolwire.grammar import structural_tag
 from toolwire.server.app import create_app
-from toolwire.server.grammars import CompiledCache, GrammarService, GrammarSettings
+from toolwire.server.core.grammars import CompiledCache, GrammarService, GrammarSettings
 
 MODEL = "SmolLM2-135M-Instruct"
 HOST = {"type": "string", "pattern": "[a-z0-9]{1,20}(\\.[a-z0-9]{1,20}){0,3}"}

@@ -15,12 +15,13 @@ from toolwire import Parser
 from toolwire.backends.bundled import bundled_model
 from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
 from toolwire.events import Content, Event, ToolCallArguments, ToolCallBegin, ToolCallEnd, merge
-from toolwire.server.chunks import ChunkWriter, completion, finish_reason
+from toolwire.server.chat.request import parse_request
+from toolwire.server.chat.writer import ChunkWriter, completion
 from toolwire.server.config import add_arguments, config_from
-from toolwire.server.errors import ApiError
-from toolwire.server.request import parse_request
-from toolwire.server.stops import StopMatcher
-from toolwire.server.watch import CallWatch
+from toolwire.server.core.errors import ApiError
+from toolwire.server.core.pipeline import finish_reason
+from toolwire.server.core.stops import StopMatcher
+from toolwire.server.core.watch import CallWatch
 from toolwire.tokenizer import Tokenizer
 
 
