@@ -7,6 +7,7 @@ Data flow of one request::
         -> shape lookup (grammar data per format) and token level (Parser.gated);
            pythonic / llama3_json (`anchored`) and gpt_oss (`harmony`) are built whole
         -> build_format() -> {"type": "structural_tag", "format": ...}
+        -> custom tools' grammars inside their calls (`freeform.enforce`)
         -> preflight (XGrammar, when installed); on failure the documented fallback:
            auto -> no constraint; required/named -> the native envelope with any
            JSON object as arguments; if that fails too -> no constraint
@@ -31,6 +32,7 @@ from toolwire.errors import UsageError
 from toolwire.formats.spec import Format
 from toolwire.grammar.anchored import ANCHORED, anchored_format, unenforced_reasons
 from toolwire.grammar.build import Delimiters, build_format
+from toolwire.grammar.freeform import FREEFORM, enforce
 from toolwire.grammar.harmony import harmony_format
 from toolwire.grammar.policy import RELAXED, GrammarPolicy, bound_tag, choose, tool_specs
 from toolwire.grammar.preflight import check
@@ -160,9 +162,13 @@ def structural_tag_with_reason(
         )
         return TagResult(None, (*reasons, why), "unsupported_format", token_level)
     exclude = policy.exclude_delimiters
+    freeform = [s.name for s in chosen if FREEFORM in s.schema]
 
     def build(relax: bool) -> dict[str, Any]:
         tag: dict[str, Any] = bound_tag(unbounded(relax), policy.max_whitespace)
+        if freeform and not relax:  # relaxed: any object, so no grammar either
+            tag, why = enforce(tag, freeform)
+            reasons.extend(why)
         return tag
 
     def unbounded(relax: bool) -> dict[str, Any]:
