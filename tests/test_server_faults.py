@@ -525,7 +525,8 @@ def test_finish_reasons_and_stop_strings(rig: Rig, stream: bool) -> None:
     reply = post(rig.url, stream, tools=TOOLS, stop=["city"])
     assert reply.calls == [] and reply.finish == "length"
     assert reply.content == cut[: cut.index("city")]
-    # a forced call is never cut by a stop string, complete or not
+    # a forced call is never cut by a stop string, complete or not; cut by the token
+    # limit it is a cut call (its arguments so far), never content
     for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
         rig.script(CALL)
         reply = post(rig.url, stream, tools=TOOLS, tool_choice=choice, stop=["get_", "Paris"])
@@ -533,7 +534,8 @@ def test_finish_reasons_and_stop_strings(rig: Rig, stream: bool) -> None:
         assert reply.finish == "tool_calls"
         rig.script(cut, finish="length")
         reply = post(rig.url, stream, tools=TOOLS, tool_choice=choice, stop=["city"])
-        assert reply.calls == [] and reply.content == cut and reply.finish == "length"
+        assert reply.calls == [{"name": "get_weather", "arguments": '{"city": "'}]
+        assert reply.content == "" and reply.finish == "length"
 
 
 # -- response_format ----------------------------------------------------------------

@@ -41,7 +41,8 @@ class ChatFramer:
         self._id = f"chatcmpl-{uuid.uuid4().hex}"
         self._created = int(time.time())
         self._model = request.model
-        self._writer = ChunkWriter(self._id, self._model, self._created)
+        self._custom = run.custom
+        self._writer = ChunkWriter(self._id, self._model, self._created, self._custom)
         self._run = run
         self._include_usage = request.include_usage
 
@@ -74,6 +75,7 @@ class ChatFramer:
             run.finish_reason,
             run.prompt_tokens,
             run.completion_tokens,
+            self._custom,
         )
 
 

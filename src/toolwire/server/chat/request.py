@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolwire.server.core import fields
+from toolwire.server.core import custom, fields
 from toolwire.server.core.errors import FieldError
 from toolwire.server.core.request import ChatRequest
 
@@ -33,7 +33,8 @@ _TOOLS = fields.ToolFields(
     nested=True,
     schema="parameters",
     schema_required=False,
-    served="only 'function' tools",
+    served="only 'function' and 'custom' tools",
+    custom=custom.reader(nested=True),
 )
 
 
@@ -83,7 +84,8 @@ def parse_request(body: Any, *, max_tools: int = 128) -> ChatRequest:
     model = fields.string(body, "model")
     messages = _messages(body)
     tools = fields.tools(body, _TOOLS, max_tools)
-    tool_choice = fields.tool_choice(body, fields.tool_names(tools), nested=True)
+    customs = {t["custom"]["name"] for t in tools if t.get("type") == "custom"}
+    tool_choice = custom.tool_choice(body, fields.tool_names(tools), customs, nested=True)
     response_format = fields.answer_format(
         body.get("response_format"), ("response_format",), schema_at=("json_schema", "schema")
     )

@@ -15,7 +15,12 @@ carries `usage`.
 A streamed call (`stream_arguments=True`) whose arguments turned out cut or malformed
 ends with `ToolCallEnd(valid=False)`; its fragments were already sent. The choice that
 carries `finish_reason` then lists those calls' indexes in `invalid_tool_calls` (a
-toolwire extension, absent when every call is valid), streamed and not.
+toolwire extension, absent when every call is valid), streamed and not; so does a
+forced call cut off (`core/forced.py`).
+
+A call of a custom tool is `{"id", "type": "custom", "custom": {"name", "input"}}`,
+the input unwrapped from the arguments' one string (`offer.unwrap`); streamed, it is
+one `tool_calls` delta of that shape once the call ends.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from toolwire.events import (
     ToolCallEnd,
     merge,
 )
-from toolwire.message import Message
+from toolwire.message import Message, ToolCall
+from toolwire.server.core.offer import unwrap
 
 __all__ = ["ChunkWriter", "completion", "usage"]
 
@@ -63,10 +69,18 @@ def _delta(event: Event) -> dict[str, Any] | None:
     return None  # ToolCallEnd
 
 
-class ChunkWriter:
-    """Builds the chunks of one streamed completion (one choice, index 0)."""
+def _custom(call: ToolCall) -> dict[str, Any]:
+    custom = {"name": call.name, "input": unwrap(call.arguments)}
+    return {"id": call.id, "type": "custom", "custom": custom}
 
-    def __init__(self, completion_id: str, model: str, created: int) -> None:
+
+class ChunkWriter:
+    """Builds the chunks of one streamed completion (one choice, index 0); the calls
+    of the tools named in `custom` are custom calls."""
+
+    def __init__(
+        self, completion_id: str, model: str, created: int, custom: frozenset[str] = frozenset()
+    ) -> None:
         self._base = {
             "id": completion_id,
             "object": "chat.completion.chunk",
@@ -74,6 +88,8 @@ class ChunkWriter:
             "model": model,
         }
         self._invalid: list[int] = []
+        self._custom = custom
+        self._held: dict[int, list[Event]] = {}  # custom calls, until they end
 
     def _chunk(self, delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
@@ -89,10 +105,25 @@ class ChunkWriter:
         for event in merge(list(events)):
             if isinstance(event, ToolCallEnd) and not event.valid:
                 self._invalid.append(event.index)
+            if isinstance(event, ToolCallBegin) and event.name in self._custom:
+                self._held[event.index] = []
+            call_event = isinstance(event, ToolCallBegin | ToolCallArguments | ToolCallEnd)
+            if call_event and event.index in self._held:  # type: ignore[union-attr]
+                out += self._hold(event)
+                continue
             delta = _delta(event)
             if delta is not None:
                 out.append(self._chunk(delta))
         return out
+
+    def _hold(self, event: Event) -> list[dict[str, Any]]:
+        """A custom call's event: held, and the call sent once it ends."""
+        assert isinstance(event, ToolCallBegin | ToolCallArguments | ToolCallEnd)
+        self._held[event.index].append(event)
+        if not isinstance(event, ToolCallEnd):
+            return []
+        call = Message.from_events(self._held.pop(event.index)).tool_calls[0]
+        return [self._chunk({"tool_calls": [{"index": event.index, **_custom(call)}]})]
 
     def finish(self, reason: str) -> dict[str, Any]:
         chunk = self._chunk({}, reason)
@@ -112,12 +143,19 @@ def completion(
     reason: str,
     prompt_tokens: int,
     completion_tokens: int,
+    custom: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """The non-streaming response: the events assembled into one message."""
+    """The non-streaming response: the events assembled into one message (the calls of
+    the tools named in `custom` as custom calls)."""
     parsed = Message.from_events(events)
+    message = parsed.to_openai()
+    if any(call.name in custom for call in parsed.tool_calls):
+        message["tool_calls"] = [
+            _custom(call) if call.name in custom else call.to_openai() for call in parsed.tool_calls
+        ]
     choice: dict[str, Any] = {
         "index": 0,
-        "message": parsed.to_openai(),
+        "message": message,
         "logprobs": None,
         "finish_reason": reason,
     }

@@ -16,7 +16,7 @@ nesting depth, and strings that are not Unicode text (lone surrogates, which JSO
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,6 +221,9 @@ class ToolFields:
     schema_required: bool
     #: What to say of another tool type: which tools are served instead.
     served: str
+    #: The reader of a `{"type": "custom"}` (freeform) tool, where the API has them
+    #: (`custom.reader`): it returns the neutral custom tool.
+    custom: Callable[[Mapping[str, Any], Path], dict[str, Any]] | None = None
 
 
 def tools(body: Mapping[str, Any], shape: ToolFields, max_tools: int) -> list[dict[str, Any]]:
@@ -239,6 +242,14 @@ def tools(body: Mapping[str, Any], shape: ToolFields, max_tools: int) -> list[di
         if not isinstance(tool, Mapping):
             raise FieldError(where, "must be an object")
         kind = tool.get("type", shape.default_type)
+        if kind == "custom" and shape.custom is not None and kind != shape.type:
+            freeform = shape.custom(tool, where)
+            name = freeform["custom"]["name"]
+            if name in names:
+                raise FieldError((*where, "name"), f"is {name!r}, which is declared twice")
+            names.add(name)
+            out.append(freeform)
+            continue
         if kind != shape.type:
             raise FieldError(
                 (*where, "type"), f"is {kind!r}, which is not supported: {shape.served}"
@@ -273,8 +284,11 @@ def tools(body: Mapping[str, Any], shape: ToolFields, max_tools: int) -> list[di
 
 
 def tool_names(tools: list[dict[str, Any]]) -> set[str]:
-    """The names of neutral-shape tools."""
-    return {str(tool_function(t)["name"]) for t in tools}
+    """The names of neutral-shape tools (custom ones too)."""
+    return {
+        str(t["custom"]["name"] if t.get("type") == "custom" else tool_function(t)["name"])
+        for t in tools
+    }
 
 
 def chosen(kind: str, name: Any, names: Collection[str], at: Path, name_at: Path) -> Any:

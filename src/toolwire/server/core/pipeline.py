@@ -2,12 +2,16 @@
 
 Data flow::
 
-    ChatRequest --plan()--> Plan: prompt ids (rendered with isolation on), the
+    ChatRequest --offer()--> what the model is offered and may call (`offer`:
+                             custom tools as functions, `allowed_tools`' subset)
+                --plan()--> Plan: prompt ids (rendered with isolation on), the
                                   structural tag (or None, with a fallback reason),
                                   the Generation the engine runs
     Plan --ChoiceRun.start()--> the engine accepted the request (its first delta came)
          --ChoiceRun.steps()--> engine deltas --checked--> Parser.feed() --> events
                                 --StopMatcher--> events cut at a stop string
+                                --ForcedOutput--> (forced turns) calls whole or cut,
+                                                  no content (`forced`)
                                 --> Step(events[, finish_reason | error])
 
 This module is the stream boundary every API shares (`turn` runs it for each): API
@@ -28,6 +32,13 @@ Invariants:
   whether by completion, stop string, error, timeout or the client going away; the
   run's tokens are counted once, however it ended.
 * A request that declares no tools parses with `tools=[]`: no call can be returned.
+* A turn in which no further call may come once one was made (parallel calls off,
+  or a named tool under the grammar) ends at that call's end: the engine is stopped
+  there, without waiting for the model to end its turn, and the run's finish reason
+  is a completed call's (`tool_calls`), even when the token budget ran out with it.
+* A forced turn (`required` or named, the tag applied) returns calls and reasoning
+  only: a call cut off is a cut call (`ToolCallEnd(valid=False)`), never content
+  (`forced`).
 * Errors name the neutral request's fields (`messages`, `tools`, `response_format`);
   each API's field table renames them to its own.
 """
@@ -44,14 +55,16 @@ from typing import Any
 
 from toolwire.backends.base import Delta, Engine, EngineError, Generation
 from toolwire.errors import PromptError, ToolwireError
-from toolwire.events import Event, ToolCallBegin
+from toolwire.events import Event, ToolCallBegin, ToolCallEnd
 from toolwire.grammar import structural_tag_with_reason
 from toolwire.grammar.output import output_tag
 from toolwire.grammar.policy import loosen
 from toolwire.parser import Parser
 from toolwire.prompt import Prompt, render_prompt
 from toolwire.server.core.errors import ApiError, failure
+from toolwire.server.core.forced import ForcedOutput
 from toolwire.server.core.metrics import Metrics
+from toolwire.server.core.offer import Offer, offer
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.stops import StopMatcher
 from toolwire.server.core.watch import CallWatch
@@ -86,6 +99,8 @@ class Plan:
     request: ChatRequest
     generation: Generation
     in_reasoning: bool
+    #: What the model is offered and may call (`offer`).
+    offer: Offer
     #: The fallback code when the structural tag was weakened or dropped, else ''.
     grammar_fallback: str = ""
     #: Why the tag is what it is (schema normalizations, fallbacks).
@@ -112,12 +127,12 @@ def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> st
     return "tool_calls" if calls else "stop"
 
 
-def _render(engine: Engine, request: ChatRequest) -> Prompt:
+def _render(engine: Engine, request: ChatRequest, offered: Offer) -> Prompt:
     try:
         return render_prompt(
-            request.messages,
+            offered.messages,
             engine.tokenizer,
-            tools=request.tools,
+            tools=offered.prompt_tools or None,
             format=engine.format,
             template=engine.template,
             add_generation_prompt=True,
@@ -139,20 +154,20 @@ _FALLBACKS = frozenset({"relaxed", "compile_failed", "unsupported_format", "unkn
 
 
 def _relaxed_tag(
-    engine: Engine, request: ChatRequest, in_reasoning: bool
+    engine: Engine, offered: Offer, parallel: bool, in_reasoning: bool
 ) -> Callable[[], dict[str, Any] | None]:
     """The tag to send when the engine rejects the planned one: for required/named, the
     native envelope with any JSON object as arguments (every tool `strict: false`); for
     `auto`, none (the grammar's documented fallbacks, applied by the engine)."""
 
     def relaxed() -> dict[str, Any] | None:
-        if request.tool_choice in (None, "auto") or not request.tools:
+        if offered.tool_choice in (None, "auto") or not offered.call_tools:
             return None
         return structural_tag_with_reason(
             engine.format,
-            loosen(request.tools),
-            tool_choice=request.tool_choice,
-            parallel_tool_calls=request.parallel_tool_calls,
+            loosen(offered.call_tools),
+            tool_choice=offered.tool_choice,
+            parallel_tool_calls=parallel,
             tokenizer=engine.tokenizer,
             in_reasoning=in_reasoning,
         ).tag
@@ -161,18 +176,18 @@ def _relaxed_tag(
 
 
 def _structural_tag(
-    engine: Engine, request: ChatRequest, in_reasoning: bool
+    engine: Engine, request: ChatRequest, offered: Offer, in_reasoning: bool
 ) -> tuple[dict[str, Any] | None, str, tuple[str, ...]]:
     """The tag for this request, a fallback code ('' when none) and the reasons."""
     if request.response_format is not None:
         return _output_tag(engine, request.response_format, in_reasoning)
-    if not engine.constrains or not request.tools or request.tool_choice == "none":
+    if not engine.constrains or not offered.call_tools or offered.tool_choice == "none":
         return None, "", ()
     try:
         result = structural_tag_with_reason(
             engine.format,
-            request.tools,
-            tool_choice=request.tool_choice,
+            offered.call_tools,
+            tool_choice=offered.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
             tokenizer=engine.tokenizer,
             in_reasoning=in_reasoning,
@@ -220,9 +235,10 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
             "response_format cannot be combined with tools (unless tool_choice is 'none')",
             param="response_format",
         )
-    prompt = _render(engine, request)
+    offered = offer(request)
+    prompt = _render(engine, request, offered)
     in_reasoning = bool(prompt.in_reasoning)
-    tag, fallback, reasons = _structural_tag(engine, request, in_reasoning)
+    tag, fallback, reasons = _structural_tag(engine, request, offered, in_reasoning)
     generation = Generation(
         prompt_ids=list(prompt.ids),
         max_tokens=request.max_tokens or limits.default_max_tokens,
@@ -231,12 +247,12 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
         seed=request.seed,
         structural_tag=tag,
         fallback_tag=(
-            _relaxed_tag(engine, request, in_reasoning)
+            _relaxed_tag(engine, offered, request.parallel_tool_calls, in_reasoning)
             if tag is not None and request.response_format is None
             else None
         ),
     )
-    return Plan(request, generation, in_reasoning, fallback, reasons)
+    return Plan(request, generation, in_reasoning, offered, fallback, reasons)
 
 
 #: The warm-up request's tool: complete as strict templates require (gpt-oss's reads
@@ -283,10 +299,17 @@ def _call_ids() -> Callable[[int], str]:
 
 def _forced(plan: Plan) -> bool:
     """The grammar forces the output to be calls (no content a stop string could end)."""
-    choice = plan.request.tool_choice
+    choice = plan.offer.tool_choice
     return plan.generation.structural_tag is not None and (
         choice == "required" or isinstance(choice, Mapping)
     )
+
+
+def _one_call(plan: Plan) -> bool:
+    """No call may follow a call: parallel calls are off, or the grammar allows one
+    call only (a named tool)."""
+    named = isinstance(plan.offer.tool_choice, Mapping) and _forced(plan)
+    return not plan.request.parallel_tool_calls or named
 
 
 class ChoiceRun:
@@ -298,27 +321,34 @@ class ChoiceRun:
         self._plan = plan
         self._limits = limits
         self._metrics = metrics
+        forced = _forced(plan)
         try:
             self._parser = Parser(
                 engine.format,
                 engine.tokenizer,
                 # no tools declared: none may be called (None would accept any name)
-                tools=request.tools or [],
-                tool_choice=request.tool_choice,
+                tools=plan.offer.call_tools,
+                tool_choice=plan.offer.tool_choice,
                 parallel_tool_calls=request.parallel_tool_calls,
                 in_reasoning=plan.in_reasoning,
-                stream_arguments=limits.stream_tool_arguments,
+                # a forced turn knows a call from its name on, so a cut one stays a call
+                stream_arguments=limits.stream_tool_arguments or forced,
                 call_id=_call_ids(),
             )
         except ToolwireError as exc:
             raise ApiError(400, str(exc), param="tools") from exc
-        self._stops = StopMatcher([] if _forced(plan) else request.stop)
-        self._watch = CallWatch(self._parser, enabled=request.tool_choice != "none")
+        self._stops = StopMatcher([] if forced else request.stop)
+        self._forced = ForcedOutput(hold=not limits.stream_tool_arguments) if forced else None
+        self._one_call = _one_call(plan)
+        self._at_call_end = False  # the one call ended: the output ends there
+        self._watch = CallWatch(self._parser, enabled=plan.offer.tool_choice != "none")
         self._vocab = engine.tokenizer.vocab_size
         self._budget = plan.generation.max_tokens
         self.prompt_tokens = len(plan.generation.prompt_ids)
         self.completion_tokens = 0
         self.calls = 0
+        #: The custom tools' names (their calls are returned as custom calls).
+        self.custom = plan.offer.custom
         self.finish_reason: str | None = None
         self._stream: AsyncIterator[Delta] | None = None
         self._first: Delta | None = None
@@ -404,6 +434,13 @@ class ChoiceRun:
 
     def _events(self, events: list[Event]) -> list[Event]:
         out = self._stops.feed(events)
+        if self._forced is not None:
+            out = self._forced.feed(out)
+        if self._one_call:
+            end = next((n for n, e in enumerate(out) if isinstance(e, ToolCallEnd)), None)
+            if end is not None:  # no call may follow: what the model wrote after is cut
+                out = out[: end + 1]
+                self._at_call_end = True
         self.calls += sum(isinstance(e, ToolCallBegin) for e in out)
         return out
 
@@ -414,8 +451,10 @@ class ChoiceRun:
         if self._ended:
             return []
         self._ended = True
-        events = self._parser.finish(reason) if not self._stops.stopped else []
-        out = self._events(events)
+        done = self._stops.stopped or self._at_call_end
+        out = self._events([] if done else self._parser.finish(reason))
+        if self._forced is not None:
+            out += self._forced.flush()
         out += self._stops.flush()
         return out
 
@@ -490,6 +529,9 @@ class ChoiceRun:
             self._last = now
         self.completion_tokens += len(delta.ids)
         events = self._events(self._parser.feed(delta.ids))
+        if self._at_call_end:  # the call is complete, whatever else this delta said
+            events += self._close("stop")
+            return Step(events, self.finish_reason)
         if delta.finish_reason is not None or self._stops.stopped:
             events += self._close(delta.finish_reason)
             return Step(events, self.finish_reason)

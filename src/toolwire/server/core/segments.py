@@ -15,9 +15,10 @@ Rules (one table, applied per merged event):
 * `Reasoning` grows an open reasoning segment, else closes what is open and opens one;
   `Content` does the same with a text segment.
 * `ToolCallBegin` closes what is open and opens a call segment (with the call's id and
-  name); `ToolCallArguments` grows it; `ToolCallEnd` closes it. A held call arrives
+  name); `ToolCallArguments` grows it; `ToolCallEnd` closes it (`Closed.valid` False
+  for a call cut off or malformed while its arguments streamed). A held call arrives
   as all three at once: its segment opens only when the parser releases the call.
-* `finish()` closes what is still open (a call cut off while its arguments streamed).
+* `finish()` closes what is still open.
 
 Every opened segment is closed exactly once, and a segment's growths concatenate to
 its whole text, so streaming and non-streaming agree by construction.
@@ -64,6 +65,9 @@ class Grew:
 class Closed:
     """The open segment ends."""
 
+    #: False for a call whose arguments were cut off or malformed (`ToolCallEnd.valid`).
+    valid: bool = True
+
 
 SegmentEvent: TypeAlias = Opened | Grew | Closed
 
@@ -108,7 +112,8 @@ class Segmenter:
                 if self._open == "call":
                     out.append(Grew(event.text))
             elif isinstance(event, ToolCallEnd) and self._open == "call":
-                out += self.finish()
+                self._open = None
+                out.append(Closed(event.valid))
         return out
 
     def finish(self) -> list[SegmentEvent]:

@@ -23,7 +23,9 @@ result reaches the model as ordinary sub-word ids.
 Every rejection is a `FieldError` (a 400) naming the field; Anthropic's error shape
 spells it first in the message, dotted (`messages.1.content.0.tool_use_id: ...`).
 Features this server cannot honour (images, documents, server tools, a final
-assistant message to continue, `top_k`) are rejected by name.
+assistant message to continue, `top_k`) are rejected by name; so is a tool with a
+`format` (OpenAI's custom, freeform tools: the Messages API has none; its tools take
+an `input_schema`).
 `output_config.format` (a JSON schema) becomes the pipeline's `response_format` (the
 API's field table names it back in errors).
 """
@@ -207,6 +209,14 @@ def _output_config(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 
 
 def _unsupported(body: Mapping[str, Any]) -> None:
+    declared = body.get("tools")
+    for i, tool in enumerate(declared if isinstance(declared, list) else []):
+        if isinstance(tool, Mapping) and "format" in tool:
+            raise FieldError(
+                ("tools", i, "format"),
+                "is not supported: the Messages API has no freeform (grammar) tools; "
+                "declare the tool's input with an input_schema",
+            )
     if body.get("top_k") is not None:
         raise FieldError(("top_k",), "is not supported (no top_k sampling)")
     if body.get("mcp_servers"):

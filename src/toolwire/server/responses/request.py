@@ -18,6 +18,8 @@ Input items map to messages as the model's chat template expects them:
 - consecutive `function_call` items join the assistant message before them as its
   `tool_calls` (`call_id` becomes the call's id);
 - `function_call_output` becomes a `tool` message (its `output` a string or text parts);
+- `custom_tool_call` (`call_id`, `name`, `input`) and `custom_tool_call_output` are
+  the same for a custom tool (its call in the neutral custom shape, `offer`);
 - a `reasoning` item's text (`content[].text`, else `encrypted_content`, which this
   server fills with the plain reasoning text) becomes the `reasoning_content` of the
   assistant message that follows it.
@@ -41,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolwire.server.core import fields
+from toolwire.server.core import custom, fields
 from toolwire.server.core.errors import FieldError, Path
 from toolwire.server.core.request import ChatRequest
 
@@ -60,8 +62,9 @@ _TOOLS = fields.ToolFields(
     nested=False,
     schema="parameters",
     schema_required=False,
-    served="only 'function' tools (hosted tools such as web_search or file_search are "
-    "not available here)",
+    served="only 'function' and 'custom' tools (hosted tools such as web_search or "
+    "file_search are not available here)",
+    custom=custom.reader(nested=False),
 )
 
 
@@ -135,7 +138,14 @@ def _item(raw: Any, where: Path) -> dict[str, Any]:
             "name": fields.string(raw, "name", where),
             "arguments": arguments,
         }
-    if kind == "function_call_output":
+    if kind == "custom_tool_call":
+        return {
+            "type": "custom_tool_call",
+            "call_id": fields.string(raw, "call_id", where),
+            "name": fields.string(raw, "name", where),
+            "input": fields.string(raw, "input", where, empty=True),
+        }
+    if kind in ("function_call_output", "custom_tool_call_output"):
         output = fields.content(raw.get("output"), (*where, "output"), _TEXT_PARTS)
         return {
             "type": "function_call_output",
@@ -156,7 +166,7 @@ def _item(raw: Any, where: Path) -> dict[str, Any]:
     raise FieldError(
         (*where, "type"),
         f"is {kind!r}, which is not supported (supported: message, function_call, "
-        "function_call_output, reasoning)",
+        "function_call_output, custom_tool_call, custom_tool_call_output, reasoning)",
     )
 
 
@@ -210,7 +220,9 @@ def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
         items=_items(body),
         instructions=instructions,
         tools=tools,
-        tool_choice=fields.tool_choice(body, fields.tool_names(tools), nested=False),
+        tool_choice=custom.tool_choice(
+            body, fields.tool_names(tools), _custom_names(tools), nested=False
+        ),
         parallel_tool_calls=fields.boolean(body, "parallel_tool_calls", True),
         max_output_tokens=fields.integer(body, "max_output_tokens", low=1),
         temperature=fields.number(body, "temperature", 0.0, 2.0),
@@ -225,6 +237,19 @@ def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
         text_format=text_format,
         text=dict(text) if text.get("format") else dict(_PLAIN),
     )
+
+
+def _custom_names(tools: list[dict[str, Any]]) -> set[str]:
+    return {t["custom"]["name"] for t in tools if t.get("type") == "custom"}
+
+
+def _call(item: dict[str, Any]) -> dict[str, Any]:
+    """A call item as an assistant message's tool call (a custom one in its shape)."""
+    if item["type"] == "custom_tool_call":
+        custom = {"name": item["name"], "input": item["input"]}
+        return {"id": item["call_id"], "type": "custom", "custom": custom}
+    function = {"name": item["name"], "arguments": item["arguments"] or "{}"}
+    return {"id": item["call_id"], "type": "function", "function": function}
 
 
 def to_messages(items: list[dict[str, Any]], instructions: str | None) -> list[dict[str, Any]]:
@@ -255,12 +280,8 @@ def to_messages(items: list[dict[str, Any]], instructions: str | None) -> list[d
                 message["reasoning_content"] = reasoning
                 reasoning = None
             messages.append(message)
-        elif kind == "function_call":
-            call = {
-                "id": item["call_id"],
-                "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"] or "{}"},
-            }
+        elif kind in ("function_call", "custom_tool_call"):
+            call = _call(item)
             joins = last is not None and last["role"] == "assistant" and not reasoning
             if joins and last is not None:
                 last.setdefault("tool_calls", []).append(call)

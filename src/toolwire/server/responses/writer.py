@@ -18,8 +18,13 @@ Mapping, per segment (see `segments`):
 - call -> a `function_call` item (`fc_...`; `call_id` is the parser's call id, `name`,
   `arguments`): `output_item.added` (arguments ""), `function_call_arguments.delta`*,
   `function_call_arguments.done`, `output_item.done`. A held call's item is added
-  when the parser releases the call, whole. A call cut off while its arguments
-  streamed (`--stream-tool-arguments`) is marked `incomplete`.
+  when the parser releases the call, whole. A call cut off (one whose arguments
+  streamed, `--stream-tool-arguments`, or a forced one: `core/forced.py`) is marked
+  `incomplete`;
+- call of a custom tool -> a `custom_tool_call` item (`ctc_...`, `call_id`, `name`,
+  `input`: the arguments' one string, unwrapped): `output_item.added` (input ""),
+  then once the call ends `custom_tool_call_input.delta` (the whole input),
+  `custom_tool_call_input.done` and `output_item.done`.
 
 The stream opens with `response.created` and `response.in_progress` and ends with one
 of `response.completed`, `response.incomplete` (`max_output_tokens`; the item open at
@@ -35,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolwire.events import Event
+from toolwire.server.core.offer import is_custom, name_of, unwrap
 from toolwire.server.core.segments import Closed, Grew, Opened, Segmenter
 from toolwire.server.responses.request import ResponsesRequest
 
@@ -55,11 +61,34 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     }
 
 
+def _ref(ref: Mapping[str, Any]) -> dict[str, Any]:
+    """A neutral tool reference as the Responses API writes it (a name at the top)."""
+    return {"type": "custom" if is_custom(ref) else "function", "name": name_of(ref)}
+
+
 def _choice(choice: Any) -> Any:
-    """The neutral tool_choice as the Responses API writes it (a name at the top)."""
-    if isinstance(choice, Mapping):
-        return {"type": "function", "name": choice["function"]["name"]}
-    return choice
+    """The neutral tool_choice as the Responses API writes it."""
+    if not isinstance(choice, Mapping):
+        return choice
+    if choice.get("type") == "allowed_tools":
+        allowed = choice["allowed_tools"]
+        return {
+            "type": "allowed_tools",
+            "mode": allowed["mode"],
+            "tools": [_ref(ref) for ref in allowed["tools"]],
+        }
+    return _ref(choice)
+
+
+def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A neutral tool as the Responses API writes it (flat; a grammar's fields too)."""
+    if not is_custom(tool):
+        return {"type": "function", **tool["function"]}
+    custom = dict(tool["custom"])
+    spec = custom.get("format") or {}
+    if spec.get("type") == "grammar":
+        custom["format"] = {"type": "grammar", **spec["grammar"]}
+    return {"type": "custom", **custom}
 
 
 def _complete(arguments: str) -> bool:
@@ -76,6 +105,7 @@ class ResponseWriter:
         self, request: ResponsesRequest, response_id: str, model: str, created_at: int
     ) -> None:
         self._request = request
+        self._custom = {name_of(t) for t in request.tools if is_custom(t)}
         self._segmenter = Segmenter()
         self._sequence = 0
         self._item: dict[str, Any] | None = None
@@ -102,7 +132,7 @@ class ResponseWriter:
             "temperature": 1.0 if request.temperature is None else request.temperature,
             "text": request.text,
             "tool_choice": _choice(request.tool_choice),
-            "tools": [{"type": "function", **tool["function"]} for tool in request.tools],
+            "tools": [_tool(tool) for tool in request.tools],
             "top_p": 1.0 if request.top_p is None else request.top_p,
             "truncation": "disabled",
             "usage": None,
@@ -133,7 +163,7 @@ class ResponseWriter:
             elif isinstance(item, Grew):
                 out += self._grow(item.text)
             elif isinstance(item, Closed):
-                out += self._close("completed")
+                out += self._close("completed" if item.valid else "incomplete")
         return out
 
     def _where(self) -> dict[str, Any]:
@@ -145,13 +175,14 @@ class ResponseWriter:
         if opened.kind == "call":
             call = opened.call
             assert call is not None
+            custom = call.name in self._custom
             self._item = {
-                "id": new_id("fc"),
-                "type": "function_call",
+                "id": new_id("ctc" if custom else "fc"),
+                "type": "custom_tool_call" if custom else "function_call",
                 "status": "in_progress",
                 "call_id": call.id,
                 "name": call.name,
-                "arguments": "",
+                **({"input": ""} if custom else {"arguments": ""}),
             }
             return [
                 self._event(
@@ -189,6 +220,8 @@ class ResponseWriter:
         assert self._item is not None
         self._text.append(text)
         kind = self._item["type"]
+        if kind == "custom_tool_call":
+            return []  # the input is unwrapped from the whole arguments, at the end
         if kind == "function_call":
             return [
                 self._event("response.function_call_arguments.delta", **self._where(), delta=text)
@@ -215,7 +248,15 @@ class ResponseWriter:
         text = "".join(self._text)
         out: list[dict[str, Any]] = []
         where = self._where()
-        if item["type"] == "function_call":
+        if item["type"] == "custom_tool_call":
+            given = unwrap(text)
+            if given:
+                out.append(
+                    self._event("response.custom_tool_call_input.delta", **where, delta=given)
+                )
+            out.append(self._event("response.custom_tool_call_input.done", **where, input=given))
+            done = {**item, "status": status, "input": given}
+        elif item["type"] == "function_call":
             out.append(
                 self._event(
                     "response.function_call_arguments.done",
@@ -293,7 +334,10 @@ def output_items(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A response's output as normalized input items, for the next turn's history."""
     items: list[dict[str, Any]] = []
     for item in output:
-        if item["type"] == "message":
+        if item["type"] == "custom_tool_call":
+            keys = ("type", "call_id", "name", "input")
+            items.append({key: item[key] for key in keys})
+        elif item["type"] == "message":
             text = "".join(part["text"] for part in item["content"])
             items.append({"type": "message", "role": "assistant", "content": text})
         elif item["type"] == "reasoning":
