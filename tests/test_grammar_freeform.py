@@ -1,0 +1,105 @@
+"""A custom tool's grammar is enforced inside its call: the structural tag accepts the
+call of a custom tool exactly when the tool's own grammar accepts the raw input.
+
+The tag is the one the server builds (the tool offered as a function of one string,
+`server.core.offer`, then `grammar.freeform.enforce`); XGrammar's matcher runs it over
+the token ids of the call as the model would write it (the input JSON-escaped inside the
+arguments), and the Lark parser (or Python's `re`) on the raw input is the oracle.
+Inputs carry what JSON escaping changes: quotes, backslashes, newlines, tabs, control
+characters, non-ASCII text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.data import tokenizer_for
+from tests.grammar_support import accepts, compile_tag
+from toolwire.grammar import structural_tag_with_reason
+from toolwire.grammar.freeform import escaped
+from toolwire.server.core.offer import offer, unwrap
+from toolwire.server.core.request import ChatRequest
+from toolwire.server.engines import infer_format
+
+lark = pytest.importorskip("lark")
+
+LARK = r"""
+start: "say " WORD (", " WORD)* TAIL?
+WORD: /[a-zé"\\]+/
+TAIL: /\n[\t ]*\x01?!/
+"""
+REGEX = r'[A-Z]{2}-[0-9]+( "[^"]*")?\n?'
+INPUTS = [
+    "say hi",
+    "say hi, there",
+    'say "quoted", back\\slash',
+    "say café, \n\t!",
+    "say a\n\x01!",
+    "say",
+    "say HI",
+    "said hi",
+    "say hi,there",
+    "AB-12",
+    'AB-12 "x y"\n',
+    'AB-12 "x"y"',
+    "ab-12",
+    "AB-",
+]
+
+
+def _tag(syntax: str, definition: str) -> dict[str, object]:
+    tool = {
+        "type": "custom",
+        "custom": {
+            "name": "run",
+            "format": {"type": "grammar", "grammar": {"syntax": syntax, "definition": definition}},
+        },
+    }
+    request = ChatRequest(
+        model="m", messages=[{"role": "user", "content": "x"}], tools=[tool], tool_choice="required"
+    )
+    offered = offer(request)
+    tok = tokenizer_for("qwen3")
+    result = structural_tag_with_reason(
+        infer_format(tok), offered.call_tools, tool_choice="required", tokenizer=tok
+    )
+    assert result.tag is not None
+    assert not any("not enforced" in reason for reason in result.reasons), result.reasons
+    return result.tag
+
+
+def _oracle(syntax: str, definition: str, text: str) -> bool:
+    if syntax == "regex":
+        return re.fullmatch(definition, text) is not None
+    try:
+        lark.Lark(definition, start="start").parse(text)
+    except lark.exceptions.LarkError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("syntax", "definition"), [("lark", LARK), ("regex", REGEX)])
+def test_the_tag_accepts_a_custom_call_iff_its_grammar_accepts_the_input(
+    syntax: str, definition: str
+) -> None:
+    tok = tokenizer_for("qwen3")
+    compiled = compile_tag(_tag(syntax, definition), tok)
+    verdicts = []
+    for text in INPUTS:
+        arguments = json.dumps({"input": text}, ensure_ascii=False)
+        call = '<tool_call>\n{"name": "run", "arguments": ' + arguments + "}\n</tool_call>"
+        assert unwrap(arguments) == text
+        verdicts.append(accepts(compiled, tok.encode(call)))
+        assert verdicts[-1] == _oracle(syntax, definition, text), text
+    assert any(verdicts) and not all(verdicts)  # the inputs test both outcomes
+
+
+def test_escaping_maps_every_terminal_kind() -> None:
+    assert escaped('root ::= "a\\"b\\n"') == 'root ::= "a\\\\\\"b\\\\n"'
+    assert escaped('root ::= [\\n"]') == 'root ::= ("\\\\n" | "\\\\\\"")'
+    assert escaped('root ::= "<x"', forced="<") == 'root ::= "\\\\u003cx"'
+    with pytest.raises(ValueError):
+        escaped('root ::= "\\x4"')
