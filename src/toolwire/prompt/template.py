@@ -38,8 +38,16 @@ import jinja2.utils
 from jinja2.sandbox import SandboxedEnvironment
 
 from toolwire.errors import PromptError
+from toolwire.prompt.isolate import json_forms
 
-__all__ = ["compile_template", "iterates_content", "render", "variables_read"]
+__all__ = [
+    "compile_template",
+    "control_strings",
+    "is_markup",
+    "iterates_content",
+    "render",
+    "variables_read",
+]
 
 
 def _raise_exception(message: str) -> None:
@@ -53,9 +61,10 @@ def _tojson(
     separators: tuple[str, str] | None = None,
     sort_keys: bool = False,
 ) -> str:
-    return json.dumps(
+    dumped = json.dumps(
         value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
     )
+    return json_forms(dumped, ensure_ascii)
 
 
 def _strftime_now(fmt: str) -> str:
@@ -212,3 +221,47 @@ def variables_read(source: str) -> frozenset[str]:
     setting them itself, less what `render` provides (messages, tools, functions)."""
     compile_template(source)  # a syntax error is a PromptError
     return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source))) - _RESERVED
+
+
+#: String methods whose argument is text the template looks for in a value.
+_SEARCHES = frozenset(
+    {
+        "split", "rsplit", "startswith", "endswith", "replace", "find", "rfind", "index",
+        "rindex", "count", "partition", "rpartition", "strip", "lstrip", "rstrip",
+        "removeprefix", "removesuffix",
+    }
+)  # fmt: skip
+_MARKUP = frozenset("<>[]|")
+
+
+def is_markup(text: str) -> bool:
+    """True for text shaped like a control string (`</think>`, `[TOOL_CALLS]`): three
+    characters or more, with a bracket or bar and a letter. Plain words and bare
+    punctuation (`json`, `/nothink`, `{`) are not."""
+    return len(text) >= 3 and not _MARKUP.isdisjoint(text) and any(c.isalpha() for c in text)
+
+
+@lru_cache(maxsize=32)
+def control_strings(source: str) -> frozenset[str]:
+    """The markup the template searches values for: the markup-shaped constants given
+    to a string search (`content.split('</think>')`, `.startswith('<tool_response>')`,
+    `|replace('<think>', '')`) or tested with `in` (`'</think>' in content`)."""
+    compile_template(source)  # a syntax error is a PromptError
+    tree = _ENV.parse(source)
+    found: set[str] = set()
+    for call in tree.find_all(jinja2.nodes.Call):
+        if isinstance(call.node, jinja2.nodes.Getattr) and call.node.attr in _SEARCHES:
+            found.update(_constants(call.args))
+    for filt in tree.find_all(jinja2.nodes.Filter):
+        if filt.name == "replace":
+            found.update(_constants(filt.args))
+    for compare in tree.find_all(jinja2.nodes.Compare):
+        if any(op.op in ("in", "notin") for op in compare.ops):
+            found.update(_constants([compare.expr]))
+    return frozenset(t for t in found if is_markup(t))
+
+
+def _constants(nodes: list[jinja2.nodes.Expr]) -> list[str]:
+    return [
+        n.value for n in nodes if isinstance(n, jinja2.nodes.Const) and isinstance(n.value, str)
+    ]
