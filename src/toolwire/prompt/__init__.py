@@ -36,6 +36,7 @@ from toolwire.prompt.isolate import encode as plain_ids
 from toolwire.prompt.isolate import isolate as isolate_ids
 from toolwire.prompt.messages import plain, prepare
 from toolwire.prompt.reasoning import ends_in_reasoning
+from toolwire.prompt.sandbox import MAX_RENDER_CHARS
 from toolwire.prompt.template import (
     control_strings,
     is_markup,
@@ -89,6 +90,7 @@ def render_prompt(
     template_kwargs: Mapping[str, Any] | None = None,
     max_prompt_tokens: int | None = None,
     special_tokens: Mapping[str, str] | None = None,
+    max_render_chars: int | None = None,
 ) -> Prompt:
     """Render `messages` (OpenAI shapes) with the model's chat template into prompt ids.
 
@@ -100,6 +102,9 @@ def render_prompt(
     `max_prompt_tokens`: a longer prompt raises `PromptError`. `special_tokens`: the
     tokenizer's named tokens (`bos_token`, `eos_token`, ...) where its config lacks
     them; trusted like the config: the template writes them as their ids.
+    `max_render_chars`: the longest text the template may build (default
+    `sandbox.MAX_RENDER_CHARS`); a template that would build more raises `PromptError`
+    before it allocates it.
     """
     if not isinstance(tokenizer, Tokenizer):
         raise UsageError(
@@ -121,6 +126,10 @@ def render_prompt(
             )
         specials[key] = value
 
+    limit = MAX_RENDER_CHARS if max_render_chars is None else max_render_chars
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise UsageError(f"max_render_chars must be a positive integer, got {limit!r}")
+
     def render_with(data: list[Any]) -> str:
         # A fresh copy per render: templates may mutate what they are given.
         *chat, marked_tools, marked_kwargs = copy.deepcopy(data)
@@ -130,6 +139,7 @@ def render_prompt(
             tools=marked_tools,
             add_generation_prompt=add_generation_prompt,
             variables={**specials, **dict(zip(kwargs, marked_kwargs, strict=True))},
+            max_chars=limit,
         )
 
     # Every string of the request is hidden from the template where it holds delimiter

@@ -17,8 +17,13 @@ immutable sandbox refuses to render them. Attribute access is still sandboxed (n
 dunders, no unsafe callables), and the template only ever sees a private copy of the
 request, so a mutation cannot reach the caller's objects.
 
-A template that fails (`raise_exception`, a syntax error, a sandbox violation) raises
-`PromptError` with the template's own message.
+The sandbox is also bounded (`sandbox.BoundedSandbox`): a template cannot build a
+string, a list or an output longer than the render's budget (`max_chars`), checked
+before each operation that could grow one, so `{{ 'a' * 10**9 }}` is refused without
+allocating it.
+
+A template that fails (`raise_exception`, a syntax error, a sandbox violation, a
+bound) raises `PromptError` with the template's own message.
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
 import jinja2.utils
-from jinja2.sandbox import SandboxedEnvironment
 
 from toolwire.errors import PromptError
 from toolwire.prompt.isolate import json_forms
+from toolwire.prompt.sandbox import MAX_RENDER_CHARS, BoundedSandbox, TooLarge, budget
 
 __all__ = [
     "compile_template",
@@ -118,8 +123,8 @@ class _Generation(jinja2.ext.Extension):
         return str(caller())
 
 
-def _environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(
+def _environment() -> BoundedSandbox:
+    env = BoundedSandbox(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[_Generation, jinja2.ext.loopcontrols],
@@ -129,6 +134,7 @@ def _environment() -> SandboxedEnvironment:
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _Namespace
+    env.bound_filters()
     return env
 
 
@@ -188,8 +194,10 @@ def render(
     tools: list[Any] | None,
     add_generation_prompt: bool,
     variables: Mapping[str, Any],
+    max_chars: int = MAX_RENDER_CHARS,
 ) -> str:
-    """Render one conversation; template failures become `PromptError`."""
+    """Render one conversation; template failures become `PromptError`, and so does a
+    template that would build more than `max_chars` characters (`sandbox`)."""
     template = compile_template(source)
     context = {
         **variables,
@@ -199,7 +207,10 @@ def render(
         "add_generation_prompt": add_generation_prompt,
     }
     try:
-        return template.render(**context)
+        with budget(max_chars):
+            return template.render(**context)
+    except TooLarge as exc:
+        raise PromptError(f"{exc}; the prompt is refused before it is built") from exc
     except jinja2.exceptions.TemplateError as exc:
         raise PromptError(f"the chat template refused this request: {exc}") from exc
     except Exception as exc:
