@@ -14,6 +14,12 @@ Face tokenizers.
 One oracle difference, on purpose: transformers' sandbox refuses templates that
 mutate lists (Kimi K2 appends to and pops from a queue), so the oracle runs with
 Jinja's ordinary sandbox, as `toolwire.prompt` does.
+
+And one difference in the data: DeepSeek V3's own template writes an assistant's tool
+calls only when its content is None and its arguments are JSON text (given "" and
+objects, it drops the calls without a word). `render_prompt` finds that by rendering
+(`toolwire.prompt.accepts`) and writes the calls; transformers, which drops None
+keys, cannot, so for that template the test checks the calls are there instead.
 """
 
 from __future__ import annotations
@@ -105,6 +111,11 @@ def test_ids_match_transformers(family: str, name: str | None, kwargs: dict[str,
         prompt = render_prompt(
             messages, tok, tools=tools, template=template, **prompt_options(kwargs)
         )
+        if family == "deepseek_v3" and name is None and any("tool_calls" in m for m in messages):
+            begin = tok.added_tokens["<｜tool▁call▁begin｜>"]
+            assert begin in prompt.ids and begin not in expected, conversation
+            rendered += 1
+            continue
         assert prompt.ids == expected, conversation
         assert tok.decode(prompt.ids) == prompt.text, conversation
         rendered += 1

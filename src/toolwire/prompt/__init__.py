@@ -5,6 +5,9 @@ Data flow::
     messages, tools, --messages.prepare()--> the data a template reads (checked:
     template_kwargs                          JSON data, depth, no lone surrogates;
                                              kwargs the template never reads dropped)
+                    --accepts.fit()-------> instructions (system, developer) where the
+                                            template takes them, every message with
+                                            its content
                     --isolate.isolate()---> delimiter text in the request (kwargs'
                                             values included) hidden from the template
                                             behind placeholders;
@@ -32,6 +35,7 @@ from typing import Any
 
 from toolwire.errors import PromptError, UsageError
 from toolwire.formats import get as get_format
+from toolwire.prompt.accepts import accepts, fit
 from toolwire.prompt.isolate import encode as plain_ids
 from toolwire.prompt.isolate import isolate as isolate_ids
 from toolwire.prompt.messages import plain, prepare
@@ -125,6 +129,7 @@ def render_prompt(
                 f"special_tokens takes {', '.join(_SPECIAL_TOKENS)} as strings, got {key!r}"
             )
         specials[key] = value
+    prepared = fit(prepared, accepts(source, specials))
 
     limit = MAX_RENDER_CHARS if max_render_chars is None else max_render_chars
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
