@@ -8,6 +8,8 @@ Data flow::
                     --accepts.fit()-------> instructions (system, developer) where the
                                             template takes them, every message with
                                             its content
+                    --call_ids.renumber()-> Kimi's `functions.NAME:IDX` call ids, the
+                                            same for a call and its result
                     --isolate.isolate()---> delimiter text in the request (kwargs'
                                             values included) hidden from the template
                                             behind placeholders;
@@ -36,6 +38,7 @@ from typing import Any
 from toolwire.errors import PromptError, UsageError
 from toolwire.formats import get as get_format
 from toolwire.prompt.accepts import accepts, fit
+from toolwire.prompt.call_ids import numbering, renumber
 from toolwire.prompt.isolate import encode as plain_ids
 from toolwire.prompt.isolate import isolate as isolate_ids
 from toolwire.prompt.messages import plain, prepare
@@ -129,7 +132,11 @@ def render_prompt(
                 f"special_tokens takes {', '.join(_SPECIAL_TOKENS)} as strings, got {key!r}"
             )
         specials[key] = value
-    prepared = fit(prepared, accepts(source, specials))
+    taken = accepts(source, specials)
+    prepared = fit(prepared, taken)
+    scheme = numbering(source, specials, taken)
+    if scheme.own or (format is not None and get_format(format).name == "kimi_k2"):
+        renumber(prepared, scheme)
 
     limit = MAX_RENDER_CHARS if max_render_chars is None else max_render_chars
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:

@@ -42,7 +42,7 @@ from typing import Any
 from toolwire.errors import PromptError
 from toolwire.prompt.template import render
 
-__all__ = ["Accepts", "accepts", "fit"]
+__all__ = ["PROBE_CHARS", "Accepts", "accepts", "fit"]
 
 INSTRUCTIONS = ("system", "developer")
 _MID = "toolwire-probe-instruction"
@@ -65,9 +65,20 @@ class Accepts:
     arguments_text: bool = False
 
 
+#: A probe chat is a few short messages: its rendering is small for any real template.
+PROBE_CHARS = 2**18
+
+
 def _renders(source: str, messages: list[dict[str, Any]], variables: Mapping[str, Any]) -> str:
     try:
-        return render(source, messages, tools=None, add_generation_prompt=True, variables=variables)
+        return render(
+            source,
+            messages,
+            tools=None,
+            add_generation_prompt=True,
+            variables=variables,
+            max_chars=PROBE_CHARS,
+        )
     except PromptError:
         return ""
 
