@@ -2,13 +2,15 @@
 
 For every chat template of the shared data (each with its folder's vocabulary, or the
 derived one of `tests.derived` where the folder has only templates; Mistral's with its
-tekken vocabulary, which those models use), every message field that carries text, and every
-delimiter text of that template (the added tokens it writes, its format's delimiters,
-the markup it searches content for, and the common `<think>`, `</think>`,
-`<|im_start|>`, `<tool_call>`): the request renders (no error), the sequence of
-added-token ids in the prompt is the one of the same request with neutral text in
-that field, and wherever the template wrote the field's text it is there exactly,
-spelled from ordinary ids.
+tekken vocabulary, which those models use), every message field that carries text
+(system and developer content, user content as a string and as text parts, an
+assistant's answer and reasoning, tool-call argument values and keys, tool results,
+tool names, tool descriptions), and every delimiter text of that template (the added
+tokens it writes, its format's delimiters, the markup its source quotes, and the
+common `<think>`, `</think>`, `<|im_start|>`, `<tool_call>`): the request renders (no
+error), the sequence of added-token ids in the prompt is the one of the same request
+with neutral text in that field, and wherever the template wrote the field's text it
+is there exactly, spelled from ordinary ids.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def options_for(folder: str, name: str | None) -> dict[str, Any]:
 #: field -> where a conversation carries it
 FIELDS = (
     "system",
+    "developer",
     "user",
     "user_parts",
     "assistant_answer",
@@ -121,6 +124,8 @@ def request(field: str, text: str) -> tuple[list[dict[str, Any]], list[dict[str,
         {"role": "assistant", "content": at("assistant_answer", "It rains.")},
         {"role": "user", "content": at("user", "Thanks.")},
     ]  # fmt: skip
+    if field == "developer":
+        messages.insert(1, {"role": "developer", "content": value})
     tool = json.loads(json.dumps(TOOLS[0]))
     tool["function"]["name"] = name
     tool["function"]["description"] = at("tool_description", "Current weather for a city.")
