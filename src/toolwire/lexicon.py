@@ -6,10 +6,16 @@ Data flow::
     (Lexicon, mode)                -> Tables      what each parser state searches for,
                                                   and what each match does there
 
-The machine's transitions are one table, `TRANSITIONS`: (state, role) -> action, an
-explicit entry for every pair. A format only says which structural forms play which
-role; `Tables.transitions` composes the two once, (state, form) -> action, resolving a
-form that plays several roles by that state's precedence (`PRECEDENCE`).
+The machine's transitions are one table, `TRANSITIONS`: (state, role) -> `Transition`,
+an explicit entry for every pair, naming the action (one handler of the parser each)
+and the next state for each of the action's outcomes; handlers say what happened
+(`Outcome`), never where the machine goes. A destination that depends on the
+structure just left is named too (`Then`: back where a released structure began, or
+the open section). The few moves no delimiter makes (a self-ending body's end, an
+anchored body's start, the end of output) are the same kind of entry, in `TRIGGERED`.
+A format only says which structural forms play which role; `Tables.transitions`
+composes the two once, (state, form) -> `Transition`, resolving a form that plays
+several roles by that state's precedence (`PRECEDENCE`).
 
 Both are pure functions of their inputs, so they are memoized per tokenizer here
 (`_LEXICONS`, `_TABLES`: weakly keyed, dropped with the tokenizer): building a `Parser`
@@ -28,7 +34,7 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from toolwire.holdback import Holdback
 from toolwire.tokenizer import Tokenizer
@@ -39,13 +45,18 @@ if TYPE_CHECKING:  # read as a type only: `toolwire.formats.is_gated` imports th
 __all__ = [
     "PRECEDENCE",
     "TRANSITIONS",
+    "TRIGGERED",
     "Action",
     "Lexicon",
     "Mode",
+    "Outcome",
     "Role",
     "Scanner",
     "State",
     "Tables",
+    "Then",
+    "Transition",
+    "Trigger",
     "lexicon",
     "tables",
 ]
@@ -100,10 +111,10 @@ class Action(enum.Enum):
     CLOSE_SECTION = "close section (markup if structural, else released whole)"
     OPEN_CALL = "open call"
     CLOSE_CALL = "close call (commit or release it)"
-    #: CALL: a new call begins; the open body did not close.
-    NEXT_CALL = "end the body unclosed, then act in the new state"
+    #: CALL: a new call begins (or the output ends); the open body did not close.
+    NEXT_CALL = "end the body unclosed"
     #: CALL: a delimiter the body cannot hold ends it.
-    END_BODY = "end the body closed, then act in the new state"
+    END_BODY = "end the body closed"
     #: CALL: a section close with no section open closes nothing: body text.
     SECTION_CLOSE_IN_CALL = "body text without a section, else end the body"
     OPEN_HEADER = "open header"
@@ -135,85 +146,179 @@ PRECEDENCE: Mapping[State, tuple[Role, ...]] = {
 }
 
 
-#: The machine: what each delimiter role does in each state, an explicit entry for
-#: every pair (no fallthrough). Outside a call, what opens structure acts alike in
-#: content, reasoning and a section; a section holds any other delimiter (a mark as
-#: text); a call's body ends at anything it cannot hold; a header ends at its close
-#: or, as markup, at anything else it searches for.
-_TABLE: Mapping[State, Mapping[Role, Action]] = {
+class Outcome(enum.Enum):
+    """How an action came out, where the table names a destination for each outcome
+    (the handler says what happened; the table says where the machine goes then)."""
+
+    #: The action's one outcome.
+    DONE = "done"
+    #: A call was returned (or consumed, with tool_choice "none"); a section it
+    #: belonged to is structure.
+    RETURNED = "returned"
+    #: The structure cannot be returned: released as text where it began.
+    RELEASED = "released"
+    #: A body ended on a list separator: the next body begins at once.
+    FOLLOWED = "another body follows"
+    #: A section's closer with no section open: text of the call's body.
+    TEXT = "text of the body"
+    #: A header routed its body to reasoning, content or a call (`Route.kind`).
+    TO_REASONING = "routed to reasoning"
+    TO_CONTENT = "routed to content"
+    TO_CALL = "routed to a call"
+
+
+class Then(enum.Enum):
+    """A destination the table names that the structure just left resolves."""
+
+    #: Where the released structure began (`resume` of its payload).
+    RESUME = "back where the released structure began"
+    #: The open section, else content: where a returned call leaves the machine.
+    OUTER = "the open section, else content"
+
+
+class Transition(NamedTuple):
+    """One entry of the table: what a delimiter does in a state, and where it leads."""
+
+    action: Action
+    #: Each outcome of the action -> the next state (or how to find it, `Then`).
+    to: Mapping[Outcome, State | Then]
+    #: Outcomes after which the same delimiter acts again, in the next state (a body
+    #: ended because it could not hold the delimiter).
+    again: frozenset[Outcome] = frozenset()
+
+
+def _go(action: Action, state: State) -> Transition:
+    return Transition(action, {Outcome.DONE: state})
+
+
+#: Where a call body's end leads: a returned call to its section (or content), a
+#: released one back where it began, a list's separator to the next body.
+_AFTER_CALL: Mapping[Outcome, State | Then] = {
+    Outcome.RETURNED: Then.OUTER,
+    Outcome.RELEASED: Then.RESUME,
+    Outcome.FOLLOWED: State.CALL,
+}
+#: A delimiter the body cannot hold ends it, then acts in the state that follows.
+_ENDS_BODY = Transition(Action.END_BODY, _AFTER_CALL, frozenset(_AFTER_CALL))
+#: Inside a header, anything but its close or a new header: it is markup.
+_HEADER_ENDS = _go(Action.DROP_HEADER, State.CONTENT)
+
+
+#: The machine: what each delimiter role does in each state and where it leads, an
+#: explicit entry for every pair (no fallthrough). Outside a call, what opens
+#: structure acts alike in content, reasoning and a section; a section holds any
+#: other delimiter (a mark as text); a call's body ends at anything it cannot hold;
+#: a header ends at its close or, as markup, at anything else it searches for.
+_TABLE: Mapping[State, Mapping[Role, Transition]] = {
     # stray closers are markup; marks are text
     State.CONTENT: {
-        Role.REASONING_OPEN: Action.OPEN_REASONING,
-        Role.REASONING_CLOSE: Action.CONSUME,
-        Role.SECTION_OPEN: Action.OPEN_SECTION,
-        Role.SECTION_CLOSE: Action.CONSUME,
-        Role.CALL_OPEN: Action.OPEN_CALL,
-        Role.CALL_CLOSE: Action.CONSUME,
-        Role.MARK: Action.TEXT,
-        Role.HEADER_OPEN: Action.OPEN_HEADER,
-        Role.HEADER_CLOSE: Action.CONSUME,
-        Role.HEADER_END: Action.END_MESSAGE,
-        Role.AFTER: Action.LINE_START,
+        Role.REASONING_OPEN: _go(Action.OPEN_REASONING, State.REASONING),
+        Role.REASONING_CLOSE: _go(Action.CONSUME, State.CONTENT),
+        Role.SECTION_OPEN: _go(Action.OPEN_SECTION, State.SECTION),
+        Role.SECTION_CLOSE: _go(Action.CONSUME, State.CONTENT),
+        Role.CALL_OPEN: _go(Action.OPEN_CALL, State.CALL),
+        Role.CALL_CLOSE: _go(Action.CONSUME, State.CONTENT),
+        Role.MARK: _go(Action.TEXT, State.CONTENT),
+        Role.HEADER_OPEN: _go(Action.OPEN_HEADER, State.HEADER),
+        Role.HEADER_CLOSE: _go(Action.CONSUME, State.CONTENT),
+        Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
+        Role.AFTER: _go(Action.LINE_START, State.CONTENT),
     },
     # as content, but only a close ends it
     State.REASONING: {
-        Role.REASONING_OPEN: Action.CONSUME,
-        Role.REASONING_CLOSE: Action.CLOSE_REASONING,
-        Role.SECTION_OPEN: Action.OPEN_SECTION,
-        Role.SECTION_CLOSE: Action.CONSUME,
-        Role.CALL_OPEN: Action.OPEN_CALL,
-        Role.CALL_CLOSE: Action.CONSUME,
-        Role.MARK: Action.TEXT,
-        Role.HEADER_OPEN: Action.OPEN_HEADER,
-        Role.HEADER_CLOSE: Action.CONSUME,
-        Role.HEADER_END: Action.END_MESSAGE,
-        Role.AFTER: Action.LINE_START,
+        Role.REASONING_OPEN: _go(Action.CONSUME, State.REASONING),
+        Role.REASONING_CLOSE: _go(Action.CLOSE_REASONING, State.CONTENT),
+        Role.SECTION_OPEN: _go(Action.OPEN_SECTION, State.SECTION),
+        Role.SECTION_CLOSE: _go(Action.CONSUME, State.REASONING),
+        Role.CALL_OPEN: _go(Action.OPEN_CALL, State.CALL),
+        Role.CALL_CLOSE: _go(Action.CONSUME, State.REASONING),
+        Role.MARK: _go(Action.TEXT, State.REASONING),
+        Role.HEADER_OPEN: _go(Action.OPEN_HEADER, State.HEADER),
+        Role.HEADER_CLOSE: _go(Action.CONSUME, State.REASONING),
+        Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
+        Role.AFTER: _go(Action.LINE_START, State.REASONING),
     },
     # held until a call of it is returned
     State.SECTION: {
-        Role.REASONING_OPEN: Action.SECTION_MARKUP,
-        Role.REASONING_CLOSE: Action.SECTION_MARKUP,
-        Role.SECTION_OPEN: Action.SECTION_MARKUP,
-        Role.SECTION_CLOSE: Action.CLOSE_SECTION,
-        Role.CALL_OPEN: Action.OPEN_CALL,
-        Role.CALL_CLOSE: Action.SECTION_MARKUP,
-        Role.MARK: Action.SECTION_TEXT,
-        Role.HEADER_OPEN: Action.OPEN_HEADER,
-        Role.HEADER_CLOSE: Action.SECTION_MARKUP,
-        Role.HEADER_END: Action.END_MESSAGE,
-        Role.AFTER: Action.LINE_START,
+        Role.REASONING_OPEN: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.REASONING_CLOSE: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.SECTION_OPEN: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.SECTION_CLOSE: Transition(
+            Action.CLOSE_SECTION,
+            {Outcome.RETURNED: State.CONTENT, Outcome.RELEASED: Then.RESUME},
+        ),
+        Role.CALL_OPEN: _go(Action.OPEN_CALL, State.CALL),
+        Role.CALL_CLOSE: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.MARK: _go(Action.SECTION_TEXT, State.SECTION),
+        Role.HEADER_OPEN: _go(Action.OPEN_HEADER, State.HEADER),
+        Role.HEADER_CLOSE: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
+        Role.AFTER: _go(Action.LINE_START, State.SECTION),
     },
     # anything else ends the body, then acts anew
     State.CALL: {
-        Role.REASONING_OPEN: Action.END_BODY,
-        Role.REASONING_CLOSE: Action.END_BODY,
-        Role.SECTION_OPEN: Action.END_BODY,
-        Role.SECTION_CLOSE: Action.SECTION_CLOSE_IN_CALL,
-        Role.CALL_OPEN: Action.NEXT_CALL,
-        Role.CALL_CLOSE: Action.CLOSE_CALL,
-        Role.MARK: Action.END_BODY,
-        Role.HEADER_OPEN: Action.END_BODY,
-        Role.HEADER_CLOSE: Action.END_BODY,
-        Role.HEADER_END: Action.END_BODY,
-        Role.AFTER: Action.END_BODY,
+        Role.REASONING_OPEN: _ENDS_BODY,
+        Role.REASONING_CLOSE: _ENDS_BODY,
+        Role.SECTION_OPEN: _ENDS_BODY,
+        Role.SECTION_CLOSE: Transition(
+            Action.SECTION_CLOSE_IN_CALL,
+            {**_AFTER_CALL, Outcome.TEXT: State.CALL},
+            frozenset(_AFTER_CALL),
+        ),
+        Role.CALL_OPEN: Transition(Action.NEXT_CALL, _AFTER_CALL, frozenset(_AFTER_CALL)),
+        Role.CALL_CLOSE: Transition(Action.CLOSE_CALL, _AFTER_CALL),
+        Role.MARK: _ENDS_BODY,
+        Role.HEADER_OPEN: _ENDS_BODY,
+        Role.HEADER_CLOSE: _ENDS_BODY,
+        Role.HEADER_END: _ENDS_BODY,
+        Role.AFTER: _ENDS_BODY,
     },
     # only the first header opener is searched here
     State.HEADER: {
-        Role.REASONING_OPEN: Action.DROP_HEADER,
-        Role.REASONING_CLOSE: Action.DROP_HEADER,
-        Role.SECTION_OPEN: Action.DROP_HEADER,
-        Role.SECTION_CLOSE: Action.DROP_HEADER,
-        Role.CALL_OPEN: Action.DROP_HEADER,
-        Role.CALL_CLOSE: Action.DROP_HEADER,
-        Role.MARK: Action.DROP_HEADER,
-        Role.HEADER_OPEN: Action.NEW_HEADER,
-        Role.HEADER_CLOSE: Action.ENTER_BODY,
-        Role.HEADER_END: Action.DROP_HEADER,
-        Role.AFTER: Action.DROP_HEADER,
+        Role.REASONING_OPEN: _HEADER_ENDS,
+        Role.REASONING_CLOSE: _HEADER_ENDS,
+        Role.SECTION_OPEN: _HEADER_ENDS,
+        Role.SECTION_CLOSE: _HEADER_ENDS,
+        Role.CALL_OPEN: _HEADER_ENDS,
+        Role.CALL_CLOSE: _HEADER_ENDS,
+        Role.MARK: _HEADER_ENDS,
+        Role.HEADER_OPEN: _go(Action.NEW_HEADER, State.HEADER),
+        Role.HEADER_CLOSE: Transition(
+            Action.ENTER_BODY,
+            {
+                Outcome.TO_REASONING: State.REASONING,
+                Outcome.TO_CONTENT: State.CONTENT,
+                Outcome.TO_CALL: State.CALL,
+            },
+        ),
+        Role.HEADER_END: _HEADER_ENDS,
+        Role.AFTER: _HEADER_ENDS,
     },
 }
-TRANSITIONS: Mapping[tuple[State, Role], Action] = {
-    (state, role): action for state, row in _TABLE.items() for role, action in row.items()
+TRANSITIONS: Mapping[tuple[State, Role], Transition] = {
+    (state, role): step for state, row in _TABLE.items() for role, step in row.items()
+}
+
+
+class Trigger(enum.Enum):
+    """What moves the machine besides a delimiter (the syntax or the output says so)."""
+
+    #: A body that ends itself ended (`CallSyntax.done`, no closing delimiter).
+    BODY_END = "a body that ends itself ended"
+    #: A line of content begins with one of `Anchor.begins`: an anchored body begins.
+    LINE_CALL = "an anchored call begins at a line start"
+    #: The output ended inside a call, or inside a section.
+    OUTPUT_END = "the output ended"
+
+
+#: The moves no delimiter makes, in the states where they happen.
+TRIGGERED: Mapping[tuple[State, Trigger], Transition] = {
+    (State.CALL, Trigger.BODY_END): Transition(Action.CLOSE_CALL, _AFTER_CALL),
+    (State.CALL, Trigger.OUTPUT_END): Transition(Action.NEXT_CALL, _AFTER_CALL),
+    (State.SECTION, Trigger.OUTPUT_END): Transition(
+        Action.CLOSE_SECTION, {Outcome.RETURNED: State.CONTENT, Outcome.RELEASED: Then.RESUME}
+    ),
+    (State.CONTENT, Trigger.LINE_CALL): _go(Action.OPEN_CALL, State.CALL),
 }
 
 
@@ -359,9 +464,9 @@ class Tables:
     fast: frozenset[State]
     #: Per state, each form its scanner can match -> the role it plays there.
     roles: Mapping[State, Mapping[str, Role]]
-    #: (state, form) -> action: `TRANSITIONS` through `roles`, for every form a
-    #: state's scanner can match.
-    transitions: Mapping[tuple[State, str], Action]
+    #: (state, form) -> its transition: `TRANSITIONS` through `roles`, for every form
+    #: a state's scanner can match.
+    transitions: Mapping[tuple[State, str], Transition]
     #: Gated, in "ids" mode: finds the delimiters that open call structure
     #: (`Format.entries`) spelled as text, which the machine never matches (echoes).
     echo: Scanner | None
