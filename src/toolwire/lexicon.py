@@ -21,6 +21,17 @@ Both are pure functions of their inputs, so they are memoized per tokenizer here
 (`_LEXICONS`, `_TABLES`: weakly keyed, dropped with the tokenizer): building a `Parser`
 per request then costs a dictionary lookup, not a pass over the vocabulary's added tokens.
 
+Added tokens that are not delimiters. The vocabulary says which of its added tokens
+are special (`Tokenizer.special_ids`: Hugging Face's `"special": true`, llama.cpp's
+control tokens, Mistral's control ids): those are never text, dropped wherever they
+stand (turn markers, end of text), unless the format keeps one (`Format.keep`). Every
+other added token (Qwen's `<tool_response>` and `<|fim_prefix|>`, DeepSeek's
+`<｜User｜>`, Seed-OSS's `<seed:cot_budget_reflect>`) is its text wherever it does not
+act as one of the format's delimiters: in content, reasoning, argument values and
+released structure alike, as `decode(ids, skip_special_tokens=True)` reads it. Only a
+format's own delimiter has a rule of its own where it does not act (markup outside
+structure, its text inside a call body or released structure).
+
 Structural text. In "ids" mode a delimiter's token id becomes a sentinel character, a
 lone surrogate (U+D800 + k), which no decoded UTF-8 can contain: the same characters
 spelled from ordinary ids can never match a delimiter. In "text" mode (text-only
@@ -62,7 +73,6 @@ __all__ = [
 ]
 
 SENTINEL_BASE = 0xD800  # lone surrogates: never produced by decoding UTF-8
-_MARKUP_SHAPED = re.compile(r"^(<.*>|\[.*\]|<\|.*|.*\|>)$", re.S)
 
 
 class State(enum.IntEnum):
@@ -100,6 +110,9 @@ class Role(enum.Enum):
     HEADER_END = "header.end"
     #: One of `Anchor.after`: an anchored call may begin after it.
     AFTER = "anchor.after"
+    #: `Bare.opener`: a call body that stands alone begins (searched only when
+    #: standalone bodies are recovered, `Parser(bare_calls=True)`).
+    BARE_OPEN = "bare.open"
 
 
 class Action(enum.Enum):
@@ -123,6 +136,10 @@ class Action(enum.Enum):
     ENTER_BODY = "route the message body as the header says"
     END_MESSAGE = "a message body ends: back to content"
     LINE_START = "an anchored call may begin here"
+    #: A body that stands alone begins (provisional: held until it ends).
+    OPEN_BARE = "open a standalone body"
+    #: Inside a body: text of it.
+    BODY_TEXT = "body text"
     #: Outside a call body an inner mark is text.
     TEXT = "text"
     #: Inside a section: a delimiter that is not a mark, held as markup.
@@ -138,8 +155,14 @@ _OUTSIDE = (Role.CALL_OPEN, Role.HEADER_OPEN, Role.HEADER_END, Role.AFTER)
 #: Per state, the order in which a form that plays several roles takes one (roles not
 #: listed come after, in `Role` order; their actions there are all alike).
 PRECEDENCE: Mapping[State, tuple[Role, ...]] = {
-    State.CONTENT: (*_OUTSIDE, Role.SECTION_OPEN, Role.REASONING_OPEN, Role.MARK),
-    State.REASONING: (*_OUTSIDE, Role.SECTION_OPEN, Role.REASONING_CLOSE, Role.MARK),
+    State.CONTENT: (Role.BARE_OPEN, *_OUTSIDE, Role.SECTION_OPEN, Role.REASONING_OPEN, Role.MARK),
+    State.REASONING: (
+        Role.BARE_OPEN,
+        *_OUTSIDE,
+        Role.SECTION_OPEN,
+        Role.REASONING_CLOSE,
+        Role.MARK,
+    ),
     State.SECTION: (*_OUTSIDE, Role.SECTION_CLOSE, Role.MARK),
     State.CALL: (Role.CALL_CLOSE, Role.SECTION_CLOSE, Role.CALL_OPEN),
     State.HEADER: (Role.HEADER_CLOSE, Role.HEADER_OPEN),
@@ -223,6 +246,7 @@ _TABLE: Mapping[State, Mapping[Role, Transition]] = {
         Role.HEADER_CLOSE: _go(Action.CONSUME, State.CONTENT),
         Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
         Role.AFTER: _go(Action.LINE_START, State.CONTENT),
+        Role.BARE_OPEN: _go(Action.OPEN_BARE, State.CALL),
     },
     # as content, but only a close ends it
     State.REASONING: {
@@ -237,6 +261,7 @@ _TABLE: Mapping[State, Mapping[Role, Transition]] = {
         Role.HEADER_CLOSE: _go(Action.CONSUME, State.REASONING),
         Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
         Role.AFTER: _go(Action.LINE_START, State.REASONING),
+        Role.BARE_OPEN: _go(Action.OPEN_BARE, State.CALL),
     },
     # held until a call of it is returned
     State.SECTION: {
@@ -254,6 +279,7 @@ _TABLE: Mapping[State, Mapping[Role, Transition]] = {
         Role.HEADER_CLOSE: _go(Action.SECTION_MARKUP, State.SECTION),
         Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
         Role.AFTER: _go(Action.LINE_START, State.SECTION),
+        Role.BARE_OPEN: _go(Action.SECTION_TEXT, State.SECTION),
     },
     # anything else ends the body, then acts anew
     State.CALL: {
@@ -272,6 +298,7 @@ _TABLE: Mapping[State, Mapping[Role, Transition]] = {
         Role.HEADER_CLOSE: _ENDS_BODY,
         Role.HEADER_END: _ENDS_BODY,
         Role.AFTER: _ENDS_BODY,
+        Role.BARE_OPEN: Transition(Action.BODY_TEXT, {Outcome.TEXT: State.CALL}),
     },
     # only the first header opener is searched here
     State.HEADER: {
@@ -293,6 +320,7 @@ _TABLE: Mapping[State, Mapping[Role, Transition]] = {
         ),
         Role.HEADER_END: _HEADER_ENDS,
         Role.AFTER: _HEADER_ENDS,
+        Role.BARE_OPEN: _HEADER_ENDS,
     },
 }
 TRANSITIONS: Mapping[tuple[State, Role], Transition] = {
@@ -356,14 +384,15 @@ class Lexicon:
     literal: Mapping[int, str]
     #: Delimiters with no token of their own, matched as text inside structure.
     plain: frozenset[str]
-    #: Added tokens that are neither delimiters nor kept text: never content.
+    #: Special tokens (the vocabulary's own flag) that are neither delimiters nor
+    #: kept: dropped wherever they stand. Any other added token is text.
     drop: frozenset[int]
 
 
 #: Per tokenizer: format -> its lexicon; (format, mode) -> its tables. Weakly keyed,
 #: so a tokenizer's entries go when it does (the tokenizer holds no cache of ours).
 _LEXICONS: weakref.WeakKeyDictionary[Tokenizer, dict[Format, Lexicon]] = weakref.WeakKeyDictionary()
-_TABLES: weakref.WeakKeyDictionary[Tokenizer, dict[tuple[Format, str], Tables]] = (
+_TABLES: weakref.WeakKeyDictionary[Tokenizer, dict[tuple[Format, str, bool], Tables]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -403,9 +432,7 @@ def _resolve(fmt: Format, tokenizer: Tokenizer) -> Lexicon:
     keep = {tokenizer.added_tokens[k] for k in fmt.keep if k in tokenizer.added_tokens}
     for ids in encoded.values():
         keep.update(i for i in ids if i in added)
-    drop = set(tokenizer.special_ids)
-    drop.update(i for text, i in tokenizer.added_tokens.items() if _MARKUP_SHAPED.match(text))
-    dropped = frozenset(drop - keep)
+    dropped = frozenset(tokenizer.special_ids - keep)
     plain = frozenset(d for d, ids in encoded.items() if not any(i in added for i in ids))
     if plain & set(fmt.entries):
         return Lexicon(None, {}, {}, frozenset(), dropped)
@@ -474,20 +501,21 @@ class Tables:
     echo_lead: str
 
 
-def tables(fmt: Format, tokenizer: Tokenizer | None, mode: str) -> Tables:
-    """The search tables for a parser (memoized per tokenizer when there is one)."""
+def tables(fmt: Format, tokenizer: Tokenizer | None, mode: str, bare: bool = False) -> Tables:
+    """The search tables for a parser (memoized per tokenizer when there is one).
+    `bare`: standalone bodies (`Format.bare`) are searched for outside structure."""
     if tokenizer is not None:
         memo = _TABLES.get(tokenizer)
         if memo is None:
             memo = _TABLES[tokenizer] = {}
-        found = memo.get((fmt, mode))
+        found = memo.get((fmt, mode, bare))
         if found is None:
-            found = memo[fmt, mode] = _tables(fmt, lexicon(fmt, tokenizer), mode)
+            found = memo[fmt, mode, bare] = _tables(fmt, lexicon(fmt, tokenizer), mode, bare)
         return found
-    return _tables(fmt, lexicon(fmt, None), mode)
+    return _tables(fmt, lexicon(fmt, None), mode, bare)
 
 
-def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
+def _tables(fmt: Format, lex: Lexicon, mode: str, bare: bool = False) -> Tables:
     gated = mode == "ids" and lex.gated_forms is not None
     if gated:
         assert lex.gated_forms is not None
@@ -520,14 +548,16 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
     # hold its text): such a call's end is the syntax's, its successor the section's.
     inside = [p for p in (c_open, c_close, s_close) if p and p not in plain]
     inside += [*h_opens, *h_ends]  # a header-routed body ends at these
+    # A standalone body's opener is text: searched where calls may begin, if asked.
+    b_open = fmt.bare.opener if bare and fmt.bare is not None else ""
+    loose = [b_open] if b_open else []
     table = {
-        State.CONTENT: outer + opens,
-        State.REASONING: outer + closes,
+        State.CONTENT: outer + opens + loose,
+        State.REASONING: outer + closes + (loose if fmt.calls_in_reasoning else []),
         State.SECTION: everything,
         State.CALL: inside,
         State.HEADER: [*h_opens[:1], *h_ends, *([h_close] if h_close else [])],
     }
-    scanners = {state: Scanner(patterns) for state, patterns in table.items()}
     inner = frozenset(form(m) for m in (*fmt.marks, *(header.marks if header else ())))
     members: dict[Role, frozenset[str]] = {
         Role.REASONING_OPEN: frozenset(form(o) for o, _ in fmt.reasoning_pairs),
@@ -541,11 +571,17 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         Role.HEADER_CLOSE: frozenset({h_close} if h_close else ()),
         Role.HEADER_END: h_ends,
         Role.AFTER: frozenset(form(a) for a in fmt.anchor.after) if fmt.anchor else frozenset(),
+        Role.BARE_OPEN: frozenset(loose),
     }
     roles = {
         state: {p: _role(state, p, members, h_opens) for p in patterns if p}
         for state, patterns in table.items()
     }
+    if not fmt.calls_in_reasoning:  # reasoning runs to its close: call markup is text there
+        left = {p: r for p, r in roles[State.REASONING].items() if r not in _CALL_ROLES}
+        roles[State.REASONING] = left
+        table[State.REASONING] = [p for p in table[State.REASONING] if p in left]
+    scanners = {state: Scanner(patterns) for state, patterns in table.items()}
     transitions = {
         (state, p): TRANSITIONS[state, role]
         for state, found in roles.items()
@@ -586,6 +622,11 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         echo=Scanner(entries) if entries else None,
         echo_lead=leads.pop() if len(leads) == 1 else "",
     )
+
+
+#: The roles of call structure: what `Format.calls_in_reasoning` False leaves unsearched
+#: inside reasoning.
+_CALL_ROLES = frozenset({Role.SECTION_OPEN, Role.SECTION_CLOSE, Role.CALL_OPEN, Role.CALL_CLOSE})
 
 
 def _role(

@@ -430,6 +430,7 @@ class Parser:
         strict: bool = False,
         stream_arguments: bool = False,
         call_id: Callable[[int], str] | None = None,
+        bare_calls: bool = False,
     ) -> None:
         if not isinstance(format, Format | str):
             raise UsageError(
@@ -453,7 +454,10 @@ class Parser:
         lex = lexicon(self.format, tokenizer)
         #: True when every delimiter that opens call structure is matched by token id
         #: (never for calls that no token opens, `Format.anchor`).
-        self.gated = is_gated(self.format, tokenizer)
+        #: Call bodies that stand alone without their wrapper (`Format.bare`) are
+        #: recovered: their opener is text, so such a parser is not gated.
+        self.bare_calls = bare_calls and self.format.bare is not None
+        self.gated = is_gated(self.format, tokenizer) and not self.bare_calls
         self._drop = lex.drop
         self._mode: Mode | None = None  # fixed by the first feed
         self._scanners: Mapping[State, Scanner] = {}
@@ -618,7 +622,7 @@ class Parser:
         if self._mode is not None:
             raise UsageError("do not mix feed() and feed_text() on one parser")
         self._mode = mode
-        t = self._t = tables(self.format, self.tokenizer, mode)
+        t = self._t = tables(self.format, self.tokenizer, mode, self.bare_calls)
         self._id_forms, self._to_literal = t.id_forms, t.to_literal
         self._body_literal = t.body_literal
         self._scanners, self._fast = t.scanners, t.fast
@@ -878,6 +882,16 @@ class Parser:
         self._section_text(form, out, markup=False)
         return _DONE
 
+    def _open_bare(self, form: str, out: list[Event]) -> Outcome:
+        """A body that stands alone begins: provisional, parsed as it comes, returned
+        only once it ended itself and names a declared tool."""
+        bare = self.format.bare
+        assert bare is not None
+        return self._open_call(form, out, bare=bare.syntax)
+
+    def _body_text(self, form: str, out: list[Event]) -> Outcome:
+        return _TEXT
+
     def _consume(self, form: str, out: list[Event]) -> Outcome:
         """A delimiter that does not act where it stands (a stray closer) is markup."""
         return _DONE
@@ -926,18 +940,25 @@ class Parser:
         name: str | None = None,
         before: _Snapshot | None = None,
         resume: State | None = None,
+        bare: Callable[[CallContext], CallSyntax] | None = None,
     ) -> Outcome:
         """A call opens; `resume`: where it goes back to if released (by default the
-        state it opened in)."""
+        state it opened in); `bare`: the syntax of a body standing alone."""
         resume = self._state if resume is None else resume
         interrupted = self._run_of(resume).boundary()
         before = interrupted if before is None else before
-        provisional = self.format.section is not None and self._section is None
+        provisional = bare is not None or (
+            self.format.section is not None and self._section is None
+        )
         context = self._context if name is None else replace(self._context, name=name)
         # Held: the body is only collected, and parsed once when the call closes.
         # Otherwise it is parsed as it comes (streaming, or a body that ends itself).
-        held = self._t.c_close is not None and (provisional or not self.stream_arguments)
-        syntax = self.format.syntax(context)
+        held = (
+            bare is None
+            and self._t.c_close is not None
+            and (provisional or not self.stream_arguments)
+        )
+        syntax = (bare or self.format.syntax)(context)
         self._call = _Call(syntax, form, resume, before, provisional=provisional, held=held)
         return _DONE
 
@@ -1044,6 +1065,8 @@ _HANDLERS: Mapping[Action, _Handler] = {
     Action.ENTER_BODY: Parser._enter_body,
     Action.END_MESSAGE: Parser._end_message,
     Action.LINE_START: Parser._line_start,
+    Action.OPEN_BARE: Parser._open_bare,
+    Action.BODY_TEXT: Parser._body_text,
     Action.TEXT: Parser._text,
     Action.SECTION_MARKUP: Parser._section_markup,
     Action.SECTION_TEXT: Parser._section_mark,
