@@ -55,8 +55,9 @@ stream and end when streaming); text reaches an open body one way (`_route`).
 
 There is one scan (`_run`). Ordinary ids need no decoder and their text holds no
 sentinel, so in a state whose every delimiter begins with one (`Tables.fast`) the
-search is skipped and the text goes straight to the state's sink (`_route`): the
-scan's own step when it finds nothing, not a second copy of it.
+search is skipped and the text goes straight to the state's sink (`_route`; for a
+held body, the sink `_route` itself uses, `_Call.collect`): the scan's own step when
+it finds nothing, not a second copy of it.
 
 What the parser saw is public (`Parser.stats`): delimiters spelled as text under a
 gated vocabulary (echoes), and calls and sections released as content.
@@ -537,8 +538,13 @@ class Parser:
                         echoes.see(text)
                     out: list[Event] = []
                     if self._state in self._fast:  # the scan's step when nothing is found
-                        stop = self._route(text, 0, len(text), out, True)
-                        if stop < len(text):  # a self-ending body ended: scan the rest
+                        call = self._call
+                        if call is not None and call.held:
+                            call.collect(text)  # a held body's sink (`_route`'s own)
+                            return out
+                        size = len(text)
+                        stop = self._route(text, 0, size, out, True)
+                        if stop < size:  # a self-ending body ended: scan the rest
                             self._run(text[stop:], out, True)
                     else:
                         self._run(text, out, True)
@@ -675,20 +681,21 @@ class Parser:
         """Send buf[start:end] to the current state's sink; return where it stopped
         (before `end` only when a self-ending call body ended inside it). `plain`: the
         text holds no sentinel (nothing to spell back)."""
-        state = self._state
-        text = buf[start:end] if start or end < len(buf) else buf
-        if state is _CALL:
+        text = buf[start:end]  # (the whole of buf is buf itself: no copy)
+        call = self._call
+        if call is not None:  # CALL (its payload is there exactly then)
             # Text of the open call's body (the one way in). A delimiter that does not
             # act inside a call (say `</think>` in a string value) reaches the syntax
             # as the token's text; only the call's marks keep their structural form.
-            call = self._call
-            assert call is not None
-            literal = self._body_literal
-            spelled = text if plain or not literal or text.isascii() else text.translate(literal)
+            if not plain and (literal := self._body_literal) and not text.isascii():
+                spelled = text.translate(literal)
+            else:
+                spelled = text
             if call.held:  # collected, parsed once when the body ends
                 call.collect(spelled)
                 return end
             return start + self._body(text, spelled, out)
+        state = self._state
         if state is _CONTENT:
             if self._anchor is not None:
                 return self._anchored(buf, start, end, out)
