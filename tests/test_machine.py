@@ -377,8 +377,8 @@ def test_prefixes_reach_their_states(name: str) -> None:
     for state, text in prefixes(fmt).items():
         parser = Parser(name, tok, tools=cases.TOOLS)
         parser.feed(tok.encode(text))
-        # The one look inside: a prefix that misses its state would test nothing.
-        assert parser._state is EXPECTED[state], (state, text)
+        # A prefix that misses its state would test nothing.
+        assert parser.state is EXPECTED[state], (state, text)
 
 
 @pytest.mark.parametrize("name", FORMATS)
