@@ -63,5 +63,8 @@ GEMMA4 = register(
         reasoning=REASONING,
         marks=(QUOTE,),
         render_text=render_text,
+        # A call may follow the thought channel without its close (vLLM's Gemma 4
+        # parser engine: a tool call directly from reasoning).
+        calls_in_reasoning=True,
     )
 )

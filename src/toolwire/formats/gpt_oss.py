@@ -79,5 +79,7 @@ GPT_OSS = register(
             marks=("<|constrain|>",),
             route=route,
         ),
+        # A call is its own message: its header ends the analysis message before it.
+        calls_in_reasoning=True,
     )
 )

@@ -75,5 +75,7 @@ INKLING = register(
         render_text=render_text,
         reasoning=(THINKING, END),
         more_reasoning=((THINKING, TEXT),),
+        # Blocks: an invoke block begins a new message, ending a thinking one.
+        calls_in_reasoning=True,
     )
 )

@@ -139,5 +139,7 @@ KIMI_K3 = register(
         section=SECTION,
         # Longest first: `Tags.resolve` replaces each mark's text in this order.
         marks=(ARGUMENT[1], ARGUMENT[0], SEP),
+        # Channels: a `tools` channel opens as the think channel does, ending it.
+        calls_in_reasoning=True,
     )
 )

@@ -81,5 +81,6 @@ MINIMAX_M3 = register(
         section=SECTION,
         # The call's end, read by the body (its form gives the body the token's form).
         marks=(INVOKE_END,),
+        calls_in_reasoning=True,  # as MiniMax M2 (vLLM's MiniMax parser engines)
     )
 )
