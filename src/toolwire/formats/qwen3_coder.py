@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 TAGS = Tags(
@@ -63,5 +63,6 @@ QWEN3_CODER = register(
         syntax=syntax,
         render=render,
         reasoning=("<think>", "</think>"),
+        grammar=Shape(head="\n<function={name}>", tail="</function>\n", style="qwen_xml"),
     )
 )

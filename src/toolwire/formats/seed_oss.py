@@ -29,7 +29,7 @@ from __future__ import annotations
 from functools import partial
 
 from toolwire.formats import register
-from toolwire.formats.qwen3_coder import render
+from toolwire.formats.qwen3_coder import QWEN3_CODER, render
 from toolwire.formats.qwen3_coder import syntax as qwen3_coder_syntax
 from toolwire.formats.spec import Format
 
@@ -42,5 +42,6 @@ SEED_OSS = register(
         syntax=qwen3_coder_syntax,
         render=partial(render, call=CALL),
         reasoning=("<seed:think>", "</seed:think>"),
+        grammar=QWEN3_CODER.grammar,
     )
 )

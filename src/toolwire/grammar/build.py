@@ -27,12 +27,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolwire.formats.spec import Format
+from toolwire.formats.spec import Format, Params, Shape
 from toolwire.grammar.anchored import pythonic_list
 from toolwire.grammar.element_values import ElementValues
 from toolwire.grammar.gemma_values import GemmaValues
 from toolwire.grammar.policy import ToolSpec
-from toolwire.grammar.shapes import Params, Shape
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import schema_type
 
@@ -362,7 +361,7 @@ class _Builder:
 
     def type_text(self, kind: str | None, params: Params) -> Element:
         """The text a `{type}` placeholder writes for a value of JSON type `kind`."""
-        types = params.types or {}
+        types = dict(params.types or ())
         if kind is not None and kind in types:
             return _element(types[kind])
         others = sorted({t for k, t in types.items() if k != "string" and t != types.get("string")})
