@@ -10,11 +10,12 @@ Data flow of one request::
                AnchoredShape  line-anchored lists            (`anchored.anchored_format`)
                HeaderShape    header-routed messages         (`harmony.harmony_format`)
            -> {"type": "structural_tag", "format": ...}, JSON values bounded
-        -> preflight (XGrammar, when installed); on failure the documented fallback:
-           auto -> no constraint; required/named -> the native envelope with any
-           JSON object as arguments; if that fails too -> no constraint
-        -> shared rules (`policy.shared_rules`, XGrammar installed): the tag as one
-           EBNF grammar in which the rules every tool repeats exist once
+        -> `shared.prepare` (XGrammar, when installed): one conversion of the tag is
+           both its preflight and, with `policy.shared_rules`, the one EBNF grammar
+           in which the rules every tool repeats exist once and JSON whitespace is
+           bounded by literal alternatives; when it does not compile, the documented
+           fallback: auto -> no constraint; required/named -> the native envelope
+           with any JSON object as arguments; if that fails too -> no constraint
         -> TagResult(tag or None, reasons, fallback code)
 
 Never raises for a request's tools or schemas (those become reasons); raises
@@ -35,10 +36,9 @@ from toolwire.grammar.anchored import anchored_format
 from toolwire.grammar.build import build_format
 from toolwire.grammar.harmony import harmony_format
 from toolwire.grammar.policy import RELAXED, GrammarPolicy, bound_tag, tool_specs
-from toolwire.grammar.preflight import check
 from toolwire.grammar.request import TagRequest, TagResult, eligibility
 from toolwire.grammar.schema import sort_properties
-from toolwire.grammar.shared import share
+from toolwire.grammar.shared import prepare
 from toolwire.tokenizer import Tokenizer
 
 __all__ = [
@@ -101,24 +101,19 @@ def structural_tag_with_reason(
     if isinstance(request, TagResult):
         return request
     reasons = list(request.reasons)
+    share = request.policy.shared_rules
     tag = build_tag(request)
-    error = check(tag)
+    error, sent = prepare(tag, share=share)
     if error is None:
-        return _result(request, tag, reasons, None)
+        return TagResult(sent, tuple(reasons), None, request.token_level, tag)
     reasons.append(f"the tag does not compile: {error}")
     if request.choice in ("required", "named"):
         tag = build_tag(request, relax=True)
-        if check(tag) is None:
+        error, sent = prepare(tag, share=share)
+        if error is None:
             reasons.append("fell back to the native envelope with any JSON object as arguments")
-            return _result(request, tag, reasons, "relaxed")
+            return TagResult(sent, tuple(reasons), "relaxed", request.token_level, tag)
     return TagResult(None, tuple(reasons), "compile_failed", request.token_level)
-
-
-def _result(
-    request: TagRequest, tag: dict[str, Any], reasons: list[str], fallback: str | None
-) -> TagResult:
-    sent = share(tag) if request.policy.shared_rules else tag
-    return TagResult(sent, tuple(reasons), fallback, request.token_level, tag)
 
 
 def build_tag(request: TagRequest, *, relax: bool = False) -> dict[str, Any]:
