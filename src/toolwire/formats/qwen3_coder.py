@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import Bare, CallContext, Format, RenderedCall
+from toolwire.formats.spec import Bare, CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 TAGS = Tags(
@@ -83,5 +83,6 @@ QWEN3_CODER = register(
         # implicit end of reasoning).
         calls_in_reasoning=True,
         bare=BARE,
+        grammar=Shape(head="\n<function={name}>", tail="</function>\n", style="qwen_xml"),
     )
 )

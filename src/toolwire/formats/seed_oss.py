@@ -30,7 +30,7 @@ from __future__ import annotations
 from functools import partial
 
 from toolwire.formats import register
-from toolwire.formats.qwen3_coder import BARE, render
+from toolwire.formats.qwen3_coder import BARE, QWEN3_CODER, render
 from toolwire.formats.qwen3_coder import syntax as qwen3_coder_syntax
 from toolwire.formats.spec import Format
 
@@ -44,5 +44,6 @@ SEED_OSS = register(
         render=partial(render, call=CALL),
         reasoning=("<seed:think>", "</seed:think>"),
         bare=BARE,  # the same body, standing alone
+        grammar=QWEN3_CODER.grammar,
     )
 )

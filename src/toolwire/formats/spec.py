@@ -34,21 +34,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+# What a grammar writes besides the delimiters: plain data, no grammar code.
+from toolwire.formats.shape import AnchoredShape, GrammarShape, HeaderShape, Params, Shape
+
 # The call-syntax protocol lives with the syntaxes; re-exported here, where formats
 # have always imported it from.
 from toolwire.syntax.protocol import CallContext, CallSyntax, Chained, Reject
 
 __all__ = [
     "Anchor",
+    "AnchoredShape",
     "Bare",
     "CallContext",
     "CallSyntax",
     "Chained",
     "Format",
+    "GrammarShape",
     "Header",
+    "HeaderShape",
+    "Params",
     "Reject",
     "RenderedCall",
     "Route",
+    "Shape",
 ]
 
 
@@ -162,6 +170,9 @@ class Format:
     #: markers such as ChatML's `<|im_start|>`). Only format detection reads it, to
     #: tell this format from another that writes the same calls.
     template_markers: tuple[str, ...] = ()
+    #: What a structural tag writes around the calls (`toolwire.formats.shape`); None:
+    #: no structural tag for this format.
+    grammar: GrammarShape | None = None
 
     def render_output(
         self,
