@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from peers import vocab
 from toolwire import Tokenizer, load_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,10 +55,13 @@ def needs_mistral_common() -> None:
         pytest.skip("mistral-common is not installed (pip install 'toolwire[mistral]')")
 
 
-@cache
 def tokenizer_for(family: str) -> Tokenizer:
-    """A real tokenizer from the shared data, loaded once per test session."""
-    return load_tokenizer(data_dir() / "tokenizers" / family)
+    """A real tokenizer from the shared data, loaded once per test session.
+
+    The same object `peers.vocab.tokenizer_for` gives the conformance setups and the
+    derived vocabularies (`tests/derived.py`): one loaded tokenizer per vocabulary.
+    """
+    return vocab.tokenizer_for(family, data_dir())
 
 
 @cache
