@@ -36,6 +36,7 @@ from toolwire import (
 )
 from toolwire.cli import main
 from toolwire.events import Event, ToolCallEnd
+from toolwire.grammar.preflight import check
 from toolwire.nesting import MAX_DEPTH
 
 FORMATS = formats.names()
@@ -394,8 +395,17 @@ def _random_schema(rng: random.Random, depth: int = 0) -> Any:
 
 
 def test_structural_tags_take_schemas_of_any_shape() -> None:
-    """Random schemas, right and wrong, on every format: a tag or None, never an error."""
+    """Random schemas, right and wrong, on every format: a tag or None, never an error.
+
+    A tag is a structural tag that is JSON and compiles (XGrammar, when installed);
+    None comes with its fallback code and reasons; a forced call (`required`, a named
+    tool) on a format that has tags always gets one (the schema relaxed if need be)."""
     rng = random.Random("schemas")
+    plain = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    tagged = {
+        n for n in FORMATS if structural_tag_with_reason(n, plain, tool_choice="required").tag
+    }
+    assert len(tagged) > len(FORMATS) // 2, tagged
     for _ in range(int(os.environ.get("TOOLWIRE_FUZZ", "120")) // 5):
         tools = [
             {"type": "function", "function": {"name": "f", "parameters": _random_schema(rng)}},
@@ -411,7 +421,14 @@ def test_structural_tags_take_schemas_of_any_shape() -> None:
         for name in FORMATS:
             named = {"type": "function", "function": {"name": "f"}}
             choice = rng.choice(["auto", "required", named])
-            structural_tag_with_reason(name, tools, tool_choice=choice)
+            result = structural_tag_with_reason(name, tools, tool_choice=choice)
+            if result.tag is None:
+                assert result.fallback is not None and result.reasons, (name, tools)
+                assert choice == "auto" or name not in tagged, (name, choice, result)
+                continue
+            assert result.tag["type"] == "structural_tag", (name, result.tag)
+            json.dumps(result.tag, allow_nan=False)
+            assert check(result.tag) is None, (name, tools, check(result.tag))
 
 
 _ODD_DATA: list[Any] = [None, 5, -1, 1.5, True, "", "<|im_start|>", "<tool_call>", [], {},
