@@ -71,7 +71,7 @@ def _deep(fmt: formats.Format, depth: int) -> str:
 
 def _parse(name: str, ids: list[int], **options: Any) -> Message | None:
     """The message, or None when strict raised `MalformedOutput`; other errors propagate."""
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     for cuts in ([], range(1, len(ids))):
         parser = Parser(name, tok, **options)
         events: list[Event] = []
@@ -90,7 +90,7 @@ def _parse(name: str, ids: list[int], **options: Any) -> Message | None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_malformed_model_output_is_content_or_malformed_output(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     outputs = {
         "tab in a key": fmt.render_output(calls=[("search", {"qu\tery": "x"})]),
         "newline in a key": fmt.render_output(calls=[("search", {"qu\nery": "x"})]),
@@ -112,7 +112,7 @@ def test_malformed_model_output_is_content_or_malformed_output(name: str) -> Non
 @pytest.mark.parametrize("name", FORMATS)
 def test_nesting_within_the_limit_is_a_call_and_beyond_it_is_content(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     shallow = _parse(name, tok.encode(_deep(fmt, 20)), tools=cases.TOOLS)
     assert shallow is not None and [c.name for c in shallow.tool_calls] == ["search"]
     deep = _parse(name, tok.encode(_deep(fmt, 1000)), tools=cases.TOOLS)
@@ -126,14 +126,14 @@ def test_nesting_within_the_limit_is_a_call_and_beyond_it_is_content(name: str) 
 @pytest.mark.parametrize("name", ["qwen3_coder", "glm45", "glm47", "pythonic", "minimax_m2"])
 def test_schemas_of_any_shape_type_nothing(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     text = fmt.render_output(calls=[("search", {"query": "3", "limit": 5, "filters": "x"})])
     msg = _parse(name, tok.encode(text), tools=ODD_TOOLS)
     assert msg is not None and [c.name for c in msg.tool_calls] == ["search"]
 
 
 def test_prose_holding_json_with_a_raw_tab_is_content() -> None:
-    tok = cases.tokenizer("llama3_json")
+    tok = cases.standalone_tokenizer("llama3_json")
     text = 'Sure!\n{"a\tb": 1}\nbye'
     for strict in (False, True):
         msg = _parse("llama3_json", tok.encode(text), strict=strict)
@@ -147,7 +147,7 @@ def test_prose_holding_json_with_a_raw_tab_is_content() -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_a_streamed_call_says_whether_its_arguments_completed(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     call = ("search", {"query": "a long query " * 20})
     whole = tok.encode(fmt.render_output(calls=[call]))
     complete = _parse(name, whole, tools=cases.TOOLS, stream_arguments=True)
@@ -164,7 +164,7 @@ def test_a_streamed_call_says_whether_its_arguments_completed(name: str) -> None
 
 
 def test_held_calls_always_end_valid() -> None:
-    tok = cases.tokenizer("hermes")
+    tok = cases.standalone_tokenizer("hermes")
     parser = Parser("hermes", tok, tools=cases.TOOLS)
     text = formats.get("hermes").render_output(calls=cases.CALLS)
     events = parser.feed(tok.encode(text)) + parser.finish()
