@@ -69,9 +69,10 @@ def bfcl() -> list[tuple[str, list[dict[str, Any]], list[tuple[str, dict[str, An
     return out
 
 
-#: Each vocabulary's compiler keeps at most this much of compiled grammars (their token
-#: masks are the vocabulary's size: unbounded, the agreement tests held gigabytes).
-CACHE_BYTES = 64 << 20
+#: Each vocabulary's compiler keeps at most this much of compiled grammars, a few (one
+#: holds token masks of the vocabulary's size, about 3.5 MB on Qwen3's: unbounded, the
+#: agreement tests held gigabytes).
+CACHE_BYTES = 16 << 20
 
 
 @cache
