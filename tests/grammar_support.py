@@ -15,13 +15,24 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-import pytest
 
-from tests.data import data_dir
+from tests.data import data_dir, needs
 from toolwire import Tokenizer
-from toolwire.grammar.preflight import compiler
+from toolwire.grammar.preflight import tokenizer_info
 
-xgr = pytest.importorskip("xgrammar")
+
+class _XGrammar:
+    """`xgrammar`, imported on first use: a test that reaches for it without the
+    `grammar` extra is skipped (the reason naming the extra), the module's other
+    tests run."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name.startswith("pytest"):  # pytest collecting looks
+            raise AttributeError(name)
+        return getattr(needs("xgrammar"), name)
+
+
+xgr: Any = _XGrammar()
 
 BFCL_FILES = (
     "BFCL_v4_simple_python.json",
@@ -58,9 +69,18 @@ def bfcl() -> list[tuple[str, list[dict[str, Any]], list[tuple[str, dict[str, An
     return out
 
 
+#: Each vocabulary's compiler keeps at most this much of compiled grammars, a few (one
+#: holds token masks of the vocabulary's size, about 3.5 MB on Qwen3's: unbounded, the
+#: agreement tests held gigabytes).
+CACHE_BYTES = 16 << 20
+
+
 @cache
 def compile_for(tokenizer: Tokenizer) -> Any:
-    return compiler(tokenizer)
+    """One compiler per vocabulary for the session, its cache bounded."""
+    return xgr.GrammarCompiler(
+        tokenizer_info(tokenizer), max_threads=2, cache_limit_bytes=CACHE_BYTES
+    )
 
 
 def compile_tag(tag: dict[str, Any], tokenizer: Tokenizer) -> Any:
@@ -94,6 +114,50 @@ def _pools(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
     return whole, np.array(sorted(set(closers)), dtype=np.int64)
 
 
+#: Set bits per byte value.
+_POPCOUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
+
+
+@cache
+def _packed_whole(tokenizer: Tokenizer) -> np.ndarray:
+    """`_pools`' complete-text ids as a bitmask laid out as XGrammar's (bit i of byte b:
+    id 8b + i), so each step masks a few thousand bytes, not one entry per id."""
+    whole, _ = _pools(tokenizer)
+    packed = np.packbits(whole, bitorder="little")
+    words = (tokenizer.vocab_size + 31) // 32
+    return np.concatenate([packed, np.zeros(words * 4 - len(packed), dtype=np.uint8)])
+
+
+class _Allowed:
+    """One step's token mask: which ids the grammar allows, and its complete-text ids
+    in id order (as `np.flatnonzero` would list them)."""
+
+    def __init__(self, raw: np.ndarray, whole: np.ndarray) -> None:
+        self.raw = raw
+        self.masked = raw & whole
+        self.counts = _POPCOUNT[self.masked]
+        self.total = int(self.counts.sum())
+
+    def has(self, token: int) -> bool:
+        return bool((self.raw[token >> 3] >> (token & 7)) & 1)
+
+    def which(self, tokens: np.ndarray) -> np.ndarray:
+        return ((self.raw[tokens >> 3] >> (tokens & 7)) & 1).astype(bool)
+
+    def nth(self, n: int) -> int:
+        """The `n`-th allowed complete-text id."""
+        ends = np.cumsum(self.counts)
+        byte = int(np.searchsorted(ends, n, side="right"))
+        rank = n - int(ends[byte] - self.counts[byte])
+        bits = int(self.masked[byte])
+        for bit in range(8):
+            if bits >> bit & 1:
+                if rank == 0:
+                    return byte * 8 + bit
+                rank -= 1
+        raise AssertionError("no such bit")
+
+
 def walk(
     compiled: Any,
     tokenizer: Tokenizer,
@@ -114,41 +178,43 @@ def walk(
     `openers`: id runs begun now and then before `budget` (a text-level call opener,
     spelled, which random tokens would almost never write)."""
     matcher = xgr.GrammarMatcher(compiled)
-    size = tokenizer.vocab_size
-    bitmask = xgr.allocate_token_bitmask(1, size)
+    bitmask = xgr.allocate_token_bitmask(1, tokenizer.vocab_size)
     stops = set(tokenizer.eos_ids) or set(compiled.tokenizer_info.stop_token_ids)
-    whole, closers = _pools(tokenizer)
+    _, closers = _pools(tokenizer)
+    whole = _packed_whole(tokenizer)
+    far = closers[~np.isin(closers, prefer)]
     out: list[int] = []
     pending: list[int] = []
     while len(out) < limit:
         matcher.fill_next_token_bitmask(bitmask)
-        bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")[:size]
-        allowed = np.flatnonzero(bits & whole)
-        if len(allowed) == 0:
+        allowed = _Allowed(bitmask[0].numpy().view(np.uint8), whole)
+        if allowed.total == 0:
             return None
-        stop = [s for s in stops if bits[s]]
+        stop = [s for s in stops if allowed.has(s)]
         late = len(out) >= budget
         if stop and (late or rng.random() < 0.03):
             return out
-        wanted = [p for p in (finish if late else prefer) if bits[p]]
-        if pending and not bits[pending[0]]:
+        wanted = [p for p in (finish if late else prefer) if allowed.has(p)]
+        if pending and not allowed.has(pending[0]):
             pending = []
         if not late and openers and not pending and rng.random() < 0.1:
-            begun = [q for q in openers if bits[q[0]]]
+            begun = [q for q in openers if allowed.has(q[0])]
             pending = list(rng.choice(begun)) if begun else []
-        if late and not (pending and bits[pending[0]]):
-            begun = [q for q in sequences if bits[q[0]]]
+        if late and not (pending and allowed.has(pending[0])):
+            begun = [q for q in sequences if allowed.has(q[0])]
             pending = list(rng.choice(begun)) if begun and rng.random() < 0.5 else []
-        if pending and bits[pending[0]]:
+        if pending and allowed.has(pending[0]):
             choice = pending.pop(0)
         elif wanted and rng.random() < (0.7 if late else 0.15):
             choice = rng.choice(wanted)
         elif late:
-            near = closers[(bits[closers] == 1) & ~np.isin(closers, prefer)]
-            pool = near if len(near) else allowed
-            choice = int(pool[rng.randrange(len(pool))])
+            near = far[allowed.which(far)]
+            if len(near):
+                choice = int(near[rng.randrange(len(near))])
+            else:
+                choice = allowed.nth(rng.randrange(allowed.total))
         else:
-            choice = int(allowed[rng.randrange(len(allowed))])
+            choice = allowed.nth(rng.randrange(allowed.total))
         if choice in stops:
             return out
         if not matcher.accept_token(choice):
