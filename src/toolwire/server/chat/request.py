@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolwire.server.core import fields
-from toolwire.server.core.errors import FieldError
+from toolwire.server.core.errors import FieldError, Path
 from toolwire.server.core.request import ChatRequest
 
 __all__ = ["parse_request"]
@@ -27,6 +27,8 @@ __all__ = ["parse_request"]
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
 _MAX_STOPS = 4
+#: The fields an assistant message's reasoning may come in (the prompt layer's).
+_REASONING = ("reasoning_content", "reasoning", "thinking")
 _TOOLS = fields.ToolFields(
     type="function",
     default_type="function",
@@ -60,11 +62,31 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
         role = fields.one_of(message, "role", _ROLES, where, required=True)
         if not _content_ok(message.get("content")):
             raise FieldError((*where, "content"), "must be a string or a list of text parts")
+        for key in (*_REASONING, "name", "tool_call_id"):
+            fields.optional_string(message, key, where)
+        copy = dict(message)
         calls = message.get("tool_calls")
-        if calls is not None and (role != "assistant" or not isinstance(calls, list)):
-            raise FieldError((*where, "tool_calls"), "must be a list, on assistant messages")
-        out.append(dict(message))
+        if calls is not None:
+            if role != "assistant" or not isinstance(calls, list):
+                raise FieldError((*where, "tool_calls"), "must be a list, on assistant messages")
+            copy["tool_calls"] = [_call(c, (*where, "tool_calls", j)) for j, c in enumerate(calls)]
+        out.append(copy)
     return out
+
+
+def _call(call: Any, at: Path) -> dict[str, Any]:
+    """A history call, checked (its arguments as JSON text: `fields.arguments`)."""
+    if not isinstance(call, Mapping):
+        raise FieldError(at, "must be an object")
+    fields.optional_string(call, "id", at)
+    fields.one_of(call, "type", ("function",), at)
+    function = fields.mapping(call, "function", at)
+    if function is None:
+        raise FieldError((*at, "function"), "must be an object")
+    where = (*at, "function")
+    checked = {**function, "name": fields.string(function, "name", where)}
+    checked["arguments"] = fields.arguments(function, "arguments", where)
+    return {**call, "function": checked}
 
 
 def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,9 +113,9 @@ def parse_request(body: Any, *, max_tools: int = 128) -> ChatRequest:
         raise FieldError(("n",), "must be 1 (one choice per request is supported)")
     if body.get("logprobs"):
         raise FieldError(("logprobs",), "is not supported")
-    max_tokens = fields.integer(body, "max_completion_tokens", low=1)
+    max_tokens = fields.budget(body, "max_completion_tokens")
     if max_tokens is None:
-        max_tokens = fields.integer(body, "max_tokens", low=1)
+        max_tokens = fields.budget(body, "max_tokens")
     stream = fields.boolean(body, "stream", False)
     options = fields.mapping(body, "stream_options")
     if options is not None and not stream:
@@ -107,7 +129,7 @@ def parse_request(body: Any, *, max_tools: int = 128) -> ChatRequest:
         max_tokens=max_tokens,
         temperature=fields.number(body, "temperature", 0.0, 2.0),
         top_p=fields.number(body, "top_p", 0.0, 1.0),
-        seed=fields.integer(body, "seed"),
+        seed=fields.seed(body, "seed"),
         stop=fields.strings(body, "stop", _MAX_STOPS, single=True),
         stream=stream,
         include_usage=fields.boolean(options or {}, "include_usage", False, ("stream_options",)),

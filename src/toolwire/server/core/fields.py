@@ -9,24 +9,40 @@ under `function` in Chat Completions only), the reader takes that as a parameter
 (`ToolFields`, `nested`) instead of being copied.
 
 `check_body` is the bound every body passes first (the turn runs it for every API):
-nesting depth, and strings that are not Unicode text (lone surrogates, which JSON's
-`\\ud800` escapes can produce). Unknown fields are ignored by every reader.
+nesting depth, strings that are not Unicode text (lone surrogates, which JSON's
+`\\ud800` escapes can produce), and numbers JSON has not got (`NaN`, `Infinity`, and
+`1e400`, which Python's decoder reads as infinity). Unknown fields are ignored by every
+reader.
+
+One rule per kind of field, for every API: an output budget (`budget`) is an integer
+of at least 1, and more than any engine can produce is cut, not refused; a seed
+(`seed`) is a signed 64-bit integer (vLLM's bound), else a 400; a history call's
+arguments (`arguments`) are a JSON object, as text or as an object, else a 400, but
+for the text of an object cut off before its end (what a call cut by the token limit
+leaves), which is accepted and rendered as text (`history`).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolwire.nesting import MAX_DEPTH, json_too_deep
 from toolwire.server.core.errors import FieldError, Path
+from toolwire.syntax.jsonscan import JsonValue
 from toolwire.tools import tool_function
 
 __all__ = [
+    "MAX_OUTPUT_TOKENS",
     "ToolFields",
     "answer_format",
+    "arguments",
     "boolean",
+    "budget",
     "check_body",
     "chosen",
     "content",
@@ -36,6 +52,7 @@ __all__ = [
     "one_of",
     "optional_string",
     "request_object",
+    "seed",
     "string",
     "strings",
     "tool_choice",
@@ -44,6 +61,16 @@ __all__ = [
 ]
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+#: The largest output budget sent to an engine: a 32-bit count (more is cut to it; the
+#: engine's context cuts it further).
+MAX_OUTPUT_TOKENS = 2**31 - 1
+#: A seed's range: a signed 64-bit integer, as vLLM takes it.
+_SEED = (-(2**63), 2**63 - 1)
+#: How deep a history call's arguments may nest when given as text: the prompt
+#: layer's bound (`nesting.MAX_DEPTH`), counted from the message, where they sit 4
+#: levels down (`tool_calls`, the call, `function`, `arguments`).
+ARGUMENTS_DEPTH = MAX_DEPTH - 4
 
 
 def _alternatives(options: Collection[str]) -> str:
@@ -64,6 +91,8 @@ def check_body(body: Any, max_nesting: int) -> None:
             if _SURROGATE.search(value):
                 raise FieldError(where, "holds a lone surrogate")
             continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise FieldError(where, "is not a finite number (JSON has no NaN or Infinity)")
         if not isinstance(value, dict | list):
             continue
         if len(where) >= max_nesting:
@@ -98,17 +127,41 @@ def boolean(obj: Mapping[str, Any], key: str, default: bool, at: Path = ()) -> b
 
 
 def integer(
-    obj: Mapping[str, Any], key: str, at: Path = (), *, low: int | None = None
+    obj: Mapping[str, Any],
+    key: str,
+    at: Path = (),
+    *,
+    low: int | None = None,
+    high: int | None = None,
 ) -> int | None:
-    """`obj[key]` as an integer of at least `low`; None when absent or null."""
+    """`obj[key]` as an integer in [low, high]; None when absent or null."""
     value = obj.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError((*at, key), "must be an integer")
     if low is not None and value < low:
-        raise FieldError((*at, key), f"must be at least {low}, got {value}")
+        raise FieldError((*at, key), f"must be at least {low}, got {_shown(value)}")
+    if high is not None and value > high:
+        raise FieldError((*at, key), f"must be at most {high}, got {_shown(value)}")
     return value
+
+
+def _shown(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:8]}... ({len(text.lstrip('-'))} digits)"
+
+
+def budget(obj: Mapping[str, Any], key: str, at: Path = ()) -> int | None:
+    """`obj[key]`, an output budget in tokens: an integer of at least 1, cut to
+    `MAX_OUTPUT_TOKENS` (no engine produces more; each cuts it to its context)."""
+    value = integer(obj, key, at, low=1)
+    return None if value is None else min(value, MAX_OUTPUT_TOKENS)
+
+
+def seed(obj: Mapping[str, Any], key: str, at: Path = ()) -> int | None:
+    """`obj[key]`, a sampling seed: a signed 64-bit integer (vLLM's bound)."""
+    return integer(obj, key, at, low=_SEED[0], high=_SEED[1])
 
 
 def number(
@@ -200,6 +253,54 @@ def content(value: Any, at: Path, parts: Mapping[str, str]) -> str:
             )
         texts.append(string(part, parts[kind], (*at, j), empty=True))
     return "\n".join(texts)
+
+
+# -- history calls ------------------------------------------------------------------
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def arguments(obj: Mapping[str, Any], key: str, at: Path = ()) -> str:
+    """`obj[key]`, a history call's arguments, as JSON text: an object given as text
+    (absent, null or "" is `{}`) or as an object; or the text of an object cut off
+    before its end (a call cut by the token limit while its arguments streamed leaves
+    it), kept as written (`history` renders that call as text). Anything else (another
+    JSON value, `NaN`, text after the object, nesting past `ARGUMENTS_DEPTH`) is a 400.
+    """
+    value = obj.get(key)
+    where = (*at, key)
+    if value is None or value == "":
+        return "{}"
+    if isinstance(value, Mapping):  # the body's own bounds applied (check_body)
+        return json.dumps(value, ensure_ascii=False)
+    if not isinstance(value, str):
+        raise FieldError(where, "must be a string holding a JSON object")
+    if json_too_deep(value, ARGUMENTS_DEPTH):
+        raise FieldError(where, f"is nested deeper than {ARGUMENTS_DEPTH} levels")
+    scan = JsonValue()
+    scan.feed(value)
+    if not scan.done and value.lstrip().startswith("{"):
+        return value  # an object the model did not finish
+    try:
+        parsed = json.loads(value, parse_constant=_no_constant, parse_float=_finite)
+    except ValueError as exc:
+        raise FieldError(where, f"is not valid JSON ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise FieldError(where, f"must be a JSON object, not {type(parsed).__name__}")
+    try:
+        check_body(parsed, ARGUMENTS_DEPTH + 1)
+    except FieldError as exc:
+        raise FieldError(where, f"{exc.problem} (at {exc.param})") from None
+    return value
 
 
 # -- tools and tool_choice ----------------------------------------------------------

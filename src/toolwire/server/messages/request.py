@@ -58,7 +58,9 @@ _CHOICES = {"auto": "auto", "none": "none", "any": "required", "tool": "named"}
 def _blocks(content: list[Any], where: Path) -> Iterator[tuple[Path, Any, Any]]:
     """Each block of a message's content: its path, its type, the block."""
     for j, block in enumerate(content):
-        yield (*where, j), block.get("type") if isinstance(block, Mapping) else None, block
+        if not isinstance(block, Mapping):
+            raise FieldError((*where, j), "must be an object (a content block)")
+        yield (*where, j), block.get("type"), block
 
 
 def _user(content: list[Any], where: Path) -> list[dict[str, Any]]:
@@ -220,7 +222,7 @@ def parse_messages(body: Any, *, count_only: bool = False, max_tools: int = 128)
     body = fields.request_object(body)
     model = fields.string(body, "model")
     _unsupported(body)
-    max_tokens = fields.integer(body, "max_tokens", low=1)
+    max_tokens = fields.budget(body, "max_tokens")
     if max_tokens is None and not count_only:
         raise FieldError(("max_tokens",), "is required")
     messages = _messages(body)

@@ -36,7 +36,6 @@ tools, images and files, background mode) are rejected by name rather than ignor
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,11 +123,7 @@ def _item(raw: Any, where: Path) -> dict[str, Any]:
         text = fields.content(raw.get("content"), (*where, "content"), parts)
         return {"type": "message", "role": role, "content": text}
     if kind == "function_call":
-        arguments = fields.string(raw, "arguments", where, empty=True)
-        try:
-            json.loads(arguments or "{}")
-        except ValueError:
-            raise FieldError((*where, "arguments"), "is not valid JSON") from None
+        arguments = fields.arguments(raw, "arguments", where)
         return {
             "type": "function_call",
             "call_id": fields.string(raw, "call_id", where),
@@ -143,14 +138,10 @@ def _item(raw: Any, where: Path) -> dict[str, Any]:
             "output": output,
         }
     if kind == "reasoning":
-        texts = []
-        for j, part in enumerate(raw.get("content") or []):
-            if not isinstance(part, Mapping):
-                raise FieldError((*where, "content", j), "must be an object")
-            texts.append(fields.string(part, "text", (*where, "content", j), empty=True))
-        text = "".join(texts)
-        encrypted = raw.get("encrypted_content")
-        if not text and isinstance(encrypted, str):
+        text = "".join(_texts(raw, "content", where))
+        _texts(raw, "summary", where)  # checked; no summary is rendered
+        encrypted = fields.optional_string(raw, "encrypted_content", where)
+        if not text and encrypted:
             text = encrypted
         return {"type": "reasoning", "text": text}
     raise FieldError(
@@ -158,6 +149,22 @@ def _item(raw: Any, where: Path) -> dict[str, Any]:
         f"is {kind!r}, which is not supported (supported: message, function_call, "
         "function_call_output, reasoning)",
     )
+
+
+def _texts(raw: Mapping[str, Any], key: str, where: Path) -> list[str]:
+    """The texts of a reasoning item's parts (`content`, `summary`): a list of objects
+    with a string `text` each; [] when absent or null."""
+    parts = raw.get(key)
+    if parts is None:
+        return []
+    if not isinstance(parts, list):
+        raise FieldError((*where, key), "must be a list of parts")
+    texts = []
+    for j, part in enumerate(parts):
+        if not isinstance(part, Mapping):
+            raise FieldError((*where, key, j), "must be an object")
+        texts.append(fields.string(part, "text", (*where, key, j), empty=True))
+    return texts
 
 
 def _items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -212,7 +219,7 @@ def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
         tools=tools,
         tool_choice=fields.tool_choice(body, fields.tool_names(tools), nested=False),
         parallel_tool_calls=fields.boolean(body, "parallel_tool_calls", True),
-        max_output_tokens=fields.integer(body, "max_output_tokens", low=1),
+        max_output_tokens=fields.budget(body, "max_output_tokens"),
         temperature=fields.number(body, "temperature", 0.0, 2.0),
         top_p=fields.number(body, "top_p", 0.0, 1.0),
         effort=effort,
