@@ -60,6 +60,7 @@ class ScriptedEngine:
     def __init__(self, tokenizer: Tokenizer, tokens: int) -> None:
         self.model = MODEL
         self.tokenizer = tokenizer
+        self.vocab_size = tokenizer.vocab_size
         self.format = "qwen3"
         self.template: str | None = None
         self.max_prompt_tokens: int | None = None

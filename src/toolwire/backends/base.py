@@ -80,6 +80,10 @@ class Engine(Protocol):
     model: str
     #: The served model's vocabulary (prompt rendering and parsing use it).
     tokenizer: Tokenizer
+    #: Ids the model can produce: 0 .. vocab_size - 1, the rows of its output layer (at
+    #: least the tokenizer's vocabulary; often wider, padded: Qwen3's has 151,936 rows
+    #: for 151,669 tokens). An id between the two has no text.
+    vocab_size: int
     #: The output format name (a key of `toolwire.formats`).
     format: str
     #: A chat template that overrides the tokenizer's own, or None.

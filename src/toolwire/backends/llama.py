@@ -77,6 +77,8 @@ class LlamaEngine:
         self.max_prompt_tokens: int | None = context - 1
         self._context = context
         self._llama = Llama(str(path), n_ctx=context, n_threads=threads, verbose=False)
+        #: llama.cpp's rows: the GGUF's vocabulary, padding entries included.
+        self.vocab_size = max(self.tokenizer.vocab_size, int(self._llama.n_vocab()))
         self._stop_ids = frozenset(self._end_ids(metadata))
         self._grammar = GrammarConstraint.load(self.tokenizer, self._stop_ids)
         self.constrains = self._grammar is not None

@@ -80,11 +80,14 @@ class VllmEngine:
         served_name: str | None = None,
         timeout: float = 60.0,
         max_prompt_tokens: int | None = None,
+        vocab_size: int | None = None,
     ) -> None:
         self._client = RemoteClient(upstream, timeout=timeout)
         self._upstream_model = model
         self.model = served_name or model
         self.tokenizer = tokenizer
+        #: The model's output rows (its config's `vocab_size`), else the tokenizer's.
+        self.vocab_size = max(vocab_size or 0, tokenizer.vocab_size)
         self.format = format
         self.template = template
         self.max_prompt_tokens = max_prompt_tokens

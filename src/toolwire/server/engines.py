@@ -2,7 +2,9 @@
 
 Inference, where the flags leave it open: the embedded engine's tokenizer comes from the
 GGUF; the bundled SmolLM2 runs `hermes` with the package's tool-aware ChatML template
-(its own template knows no tools). Otherwise (or with `--format auto`) the format is
+(its own template knows no tools). A remote engine's output rows (`vocab_size`, often
+wider than the tokenizer) come from the `config.json` beside the tokenizer, when there
+is one. Otherwise (or with `--format auto`) the format is
 detected from the chat template the engine renders with and the vocabulary
 (`toolwire.formats.detect`); when detection names none, `hermes`. What was chosen, and
 why, is logged. A `--format` alias resolves to its canonical name.
@@ -10,6 +12,7 @@ why, is logged. A `--format` alias resolves to its canonical name.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from toolwire.errors import UsageError
 from toolwire.server.config import ServerConfig
 from toolwire.tokenizer import Tokenizer, load_tokenizer
 
-__all__ = ["DEFAULT_FORMAT", "build_engine", "choose_format", "infer_format"]
+__all__ = ["DEFAULT_FORMAT", "build_engine", "choose_format", "infer_format", "model_vocab_size"]
 
 log = logging.getLogger("toolwire.server")
 
@@ -103,6 +106,21 @@ def _llama(config: ServerConfig) -> Engine:
     )
 
 
+def model_vocab_size(source: str | Path) -> int | None:
+    """The model's `vocab_size` (the rows of its output layer) from the `config.json` in
+    the folder `source`, or its text model's; None when there is none to read."""
+    path = Path(source) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for holder in (config, config.get("text_config") if isinstance(config, dict) else None):
+        size = holder.get("vocab_size") if isinstance(holder, dict) else None
+        if type(size) is int and size > 0:
+            return size
+    return None
+
+
 def _remote(config: ServerConfig) -> Engine:
     from toolwire.backends.sglang import SglangEngine
     from toolwire.backends.vllm import VllmEngine
@@ -114,6 +132,7 @@ def _remote(config: ServerConfig) -> Engine:
     model = config.model or Path(source).name
     template = _template(config)
     fmt = choose_format(config, tokenizer, template)
+    rows = model_vocab_size(source)
     upstream = str(config.upstream)
     if config.engine == "vllm":
         return VllmEngine(
@@ -125,6 +144,7 @@ def _remote(config: ServerConfig) -> Engine:
             template=template,
             timeout=config.upstream_timeout,
             max_prompt_tokens=config.max_prompt_tokens,
+            vocab_size=rows,
         )
     return SglangEngine(
         upstream,
@@ -134,6 +154,7 @@ def _remote(config: ServerConfig) -> Engine:
         template=template,
         timeout=config.upstream_timeout,
         max_prompt_tokens=config.max_prompt_tokens,
+        vocab_size=rows,
     )
 
 

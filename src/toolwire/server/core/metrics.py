@@ -60,6 +60,12 @@ class Metrics:
             "Delimiters spelled from ordinary tokens in output, kept as text",
             registry=r,
         )
+        self.padding_ids = Counter(
+            "toolwire_padding_ids",
+            "Output ids past the tokenizer's vocabulary but within the model's (its output "
+            "layer's padding rows), read as empty text",
+            registry=r,
+        )
         self.stream_errors = Counter(
             "toolwire_stream_errors",
             "Runs ended by an error after the engine accepted them (engine failure, "

@@ -22,8 +22,15 @@ Invariants:
 * After `start()`, `steps()` never raises (but for cancellation): any failure, whether
   engine, timeout, bad upstream data or a bug, ends the run with a last `Step` whose
   `error` is set, after the events `finish()` released from what the parser held.
-* What an engine returns is checked: every id an integer of the vocabulary, and no
-  more ids than `max_tokens` (the excess is cut and the run ends with `length`).
+* What an engine returns is checked: every id an integer of the model's vocabulary
+  (`Engine.vocab_size`, the rows of its output layer), and no more ids than
+  `max_tokens` (the excess is cut and the run ends with `length`). Ids past the
+  tokenizer's vocabulary but within the model's (the layer's padding rows, which a
+  sampler can pick) are empty text: counted, and not fed to the parser; only ids
+  past the model's are an engine error.
+* Progress means tokens: past `Limits.token_timeout` without a new id (however busy
+  the engine keeps the connection: SSE comments, events without ids), the run ends
+  with a 504, as past the request's own `timeout`.
 * The engine stream is always closed (the generation stops) when the run ends,
   whether by completion, stop string, error, timeout or the client going away; the
   run's tokens are counted once, however it ended.
@@ -39,7 +46,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolwire.backends.base import Delta, Engine, EngineError, Generation
@@ -51,6 +58,7 @@ from toolwire.grammar.policy import loosen
 from toolwire.parser import Parser
 from toolwire.prompt import Prompt, render_prompt
 from toolwire.server.core.errors import ApiError, failure
+from toolwire.server.core.history import continuable
 from toolwire.server.core.metrics import Metrics
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.stops import StopMatcher
@@ -69,6 +77,8 @@ class Limits:
     default_max_tokens: int = 512
     #: Seconds one request may take, first byte to last (None: no limit).
     timeout: float | None = 600.0
+    #: Seconds the engine may go without producing a token (None: no limit).
+    token_timeout: float | None = None
     #: Stream argument fragments as they come instead of holding calls until complete.
     stream_tool_arguments: bool = False
     #: Largest request body accepted, in bytes (larger: 413).
@@ -115,7 +125,7 @@ def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> st
 def _render(engine: Engine, request: ChatRequest) -> Prompt:
     try:
         return render_prompt(
-            request.messages,
+            continuable(request.messages),
             engine.tokenizer,
             tools=request.tools,
             format=engine.format,
@@ -315,6 +325,7 @@ class ChoiceRun:
         self._stops = StopMatcher([] if _forced(plan) else request.stop)
         self._watch = CallWatch(self._parser, enabled=request.tool_choice != "none")
         self._vocab = engine.tokenizer.vocab_size
+        self._rows = max(self._vocab, engine.vocab_size)
         self._budget = plan.generation.max_tokens
         self.prompt_tokens = len(plan.generation.prompt_ids)
         self.completion_tokens = 0
@@ -324,6 +335,7 @@ class ChoiceRun:
         self._first: Delta | None = None
         self._started = 0.0
         self._deadline: float | None = None
+        self._progress: float | None = None  # when the engine last produced a token
         self._last: float | None = None
         self._ended = False
         self._accounted = False
@@ -336,17 +348,25 @@ class ChoiceRun:
     # -- the engine side ---------------------------------------------------------
 
     async def start(self) -> None:
-        """Send the request and wait for the engine's first delta (or its end).
+        """Send the request and wait for the engine's first token (or its end).
 
         Raises `ApiError` (502 engine failure, 504 stall, ...) when the engine does not
-        accept the request; the run is then closed and counted.
+        accept the request; the run is then closed and counted. Deltas without ids
+        before the first token are no answer yet (a grammar fallback they report is
+        kept for the first one).
         """
         self._started = time.perf_counter()
         timeout = self._limits.timeout
         self._deadline = None if timeout is None else self._started + timeout
         self._stream = self._engine.stream(self._plan.generation)
         try:
-            self._first = await self._next()
+            first = await self._next()
+            while first is not None and not first.ids and first.finish_reason is None:
+                fallback = first.grammar_fallback
+                first = await self._next()
+                if fallback and first is not None and not first.grammar_fallback:
+                    first = replace(first, grammar_fallback=fallback)
+            self._first = first
         except Exception as exc:
             self._ended = True  # refused, not abandoned
             await self.aclose()
@@ -357,11 +377,15 @@ class ChoiceRun:
 
     async def _next(self) -> Delta | None:
         assert self._stream is not None
+        now = time.perf_counter()
+        idle = self._limits.token_timeout
+        stall = None if idle is None else (self._progress or self._started) + idle
+        ends = [t for t in (self._deadline, stall) if t is not None]
         try:
-            if self._deadline is None:
+            if not ends:
                 delta = await anext(self._stream)
             else:
-                remaining = self._deadline - time.perf_counter()
+                remaining = min(ends) - now
                 if remaining <= 0:
                     raise TimeoutError
                 async with asyncio.timeout(remaining):  # in this task: no task per delta
@@ -369,13 +393,19 @@ class ChoiceRun:
         except StopAsyncIteration:
             return None
         except TimeoutError:
+            late = self._deadline is not None and time.perf_counter() >= self._deadline
             raise ApiError(
                 504,
-                f"the request took longer than {self._limits.timeout:g} s",
+                f"the request took longer than {self._limits.timeout:g} s"
+                if late
+                else f"the engine produced no token for {idle:g} s",
                 type="timeout",
                 code="timeout",
             ) from None
-        return self._checked(delta)
+        checked = self._checked(delta)
+        if checked.ids:
+            self._progress = time.perf_counter()
+        return checked
 
     def _checked(self, delta: Any) -> Delta:
         """The delta, if its ids are ids of this vocabulary; cut to the token budget."""
@@ -387,11 +417,11 @@ class ChoiceRun:
                 bad = next(i for i in ids if type(i) is not int)
                 raise EngineError(f"the engine returned a token id that is not an integer: {bad!r}")
             low, high = min(ids), max(ids)
-            if low < 0 or high >= self._vocab:
+            if low < 0 or high >= self._rows:
                 bad = low if low < 0 else high
                 raise EngineError(
-                    f"the engine returned token id {bad}, outside the vocabulary "
-                    f"(0..{self._vocab - 1})"
+                    f"the engine returned token id {bad}, outside the model's vocabulary "
+                    f"(0..{self._rows - 1})"
                 )
         if delta.finish_reason not in (None, "stop", "length"):
             raise EngineError(f"the engine returned finish reason {delta.finish_reason!r}")
@@ -399,6 +429,15 @@ class ChoiceRun:
         if len(ids) > left:  # the engine went past max_tokens: cut, and end there
             return Delta(ids[:left], "length")
         return delta
+
+    def _texts(self, ids: list[int]) -> list[int]:
+        """The ids that have text: those past the tokenizer's vocabulary (the output
+        layer's padding rows) are dropped, and counted."""
+        if not ids or max(ids) < self._vocab:
+            return ids
+        kept = [i for i in ids if i < self._vocab]
+        self._metrics.padding_ids.inc(len(ids) - len(kept))
+        return kept
 
     # -- the parser side ---------------------------------------------------------
 
@@ -489,7 +528,7 @@ class ChoiceRun:
                 self._metrics.itl.observe(now - self._last)
             self._last = now
         self.completion_tokens += len(delta.ids)
-        events = self._events(self._parser.feed(delta.ids))
+        events = self._events(self._parser.feed(self._texts(delta.ids)))
         if delta.finish_reason is not None or self._stops.stopped:
             events += self._close(delta.finish_reason)
             return Step(events, self.finish_reason)
