@@ -69,7 +69,8 @@ OPTIONS: tuple[Option, ...] = (
         "--upstream-timeout",
         float,
         60.0,
-        "seconds to wait for an upstream connection or its next event",
+        "seconds to wait for an upstream connection or its next token (SSE comments and "
+        "events without a token are not progress)",
     ),
     Option(
         "--stream-tool-arguments",

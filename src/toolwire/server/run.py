@@ -24,6 +24,9 @@ def limits_from(config: ServerConfig) -> Limits:
     return Limits(
         default_max_tokens=config.max_tokens,
         timeout=config.timeout or None,
+        # the upstream's wait for its next event, in tokens (comments and empty events
+        # do not count); the embedded engine is in the process
+        token_timeout=(config.upstream_timeout or None) if config.engine != "llama" else None,
         stream_tool_arguments=config.stream_tool_arguments,
         max_body_bytes=config.max_body_bytes,
         max_tools=config.max_tools,
