@@ -9,10 +9,10 @@ call; Responses by `previous_response_id`, or statelessly). A test parametrized 
 `EVERY_API` therefore states one behaviour once and checks it on every API.
 
 `ScriptedEngine` is an `Engine` whose answers are queued token ids (Qwen3's real
-vocabulary, from the shared data), delivered a few ids per delta; it records every
-`Generation` it was asked for (prompt ids, budget, structural tag). `InProcess` posts
-to the ASGI app on an event loop of its own, with no socket: the fuzz's thousands of
-requests cost milliseconds each.
+vocabulary, from the shared data), delivered a few ids per delta; it keeps the last
+`Generation`s it was asked for (prompt ids, budget, structural tag) and counts them all.
+`InProcess` posts to the ASGI app on an event loop of its own, with no socket: the
+fuzz's thousands of requests cost milliseconds each.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import re
+from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,7 +83,9 @@ class ScriptedEngine:
         self.constrains = True
         self.warnings: list[str] = []
         self.scripts: list[Script] = []
-        self.generations: list[Generation] = []
+        #: The last generations asked for (a bounded record), and how many there were.
+        self.generations: deque[Generation] = deque(maxlen=16)
+        self.asked = 0
         self.end = self.tokenizer.added_tokens["<|im_end|>"]
 
     def say(
@@ -107,6 +110,7 @@ class ScriptedEngine:
 
     async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
         self.generations.append(generation)
+        self.asked += 1
         script = self.scripts.pop(0) if self.scripts else Script([self.end])
         ids = script.ids[: generation.max_tokens]
         finish = script.finish if len(ids) == len(script.ids) else "length"
