@@ -2,7 +2,8 @@
 
 Data flow::
 
-    POST body --httpx stream--> `data: {...}` lines --json--> payload dicts
+    POST body (+ the request's trace context, `propagation`) --httpx stream-->
+        `data: {...}` lines --json--> payload dicts
     HTTP error status / broken connection / `{"error": ...}` payload --> EngineError
     a payload of the wrong shape (ids not a list of integers...)  --> EngineError
 
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 
 from toolwire.backends.base import EngineError
+from toolwire.backends.propagation import upstream_headers
 
 __all__ = ["RemoteClient", "token_ids"]
 
@@ -54,7 +56,8 @@ class RemoteClient:
     async def events(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """POST `body` and yield each SSE `data:` payload until `[DONE]` or the end."""
         try:
-            async with self._client.stream("POST", path, json=body) as response:
+            headers = upstream_headers()  # the request's trace context, when traced
+            async with self._client.stream("POST", path, json=body, headers=headers) as response:
                 if response.status_code != 200:
                     detail = (await response.aread()).decode("utf-8", "replace")[:500]
                     raise EngineError(
