@@ -63,6 +63,9 @@ class ChatFramer:
     def closing(self) -> list[bytes]:
         return [_DONE]
 
+    async def settle(self) -> None:
+        return None  # nothing is kept
+
     def whole(self, events: list[Event]) -> dict[str, Any]:
         run = self._run
         assert run.finish_reason is not None

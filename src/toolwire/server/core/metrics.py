@@ -6,9 +6,16 @@ fallbacks (a structural tag replaced or dropped, with its reason), delimiters ec
 text and neutralized (a gated format's delimiter spelled from ordinary ids), runs
 ended by an error, and requests abandoned by their client. Tokens are counted for every
 run the engine accepted, however it ended.
+
+With several worker processes (`--workers`), prometheus_client's multiprocess mode is
+on (`PROMETHEUS_MULTIPROC_DIR`, set before the workers start): every worker writes its
+values to its own files there, and `/metrics`, whichever worker answers, renders the
+sum over all of them (gauges: over live workers).
 """
 
 from __future__ import annotations
+
+import os
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -73,5 +80,11 @@ class Metrics:
         )
 
     def render(self) -> bytes:
-        """The Prometheus text exposition."""
+        """The Prometheus text exposition (summed over the workers in multiprocess mode)."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            from prometheus_client import multiprocess
+
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return bytes(generate_latest(registry))
         return bytes(generate_latest(self.registry))

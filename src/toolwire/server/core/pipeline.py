@@ -47,13 +47,14 @@ from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin
 from toolwire.grammar import structural_tag_with_reason
 from toolwire.grammar.output import output_tag
-from toolwire.grammar.policy import loosen
+from toolwire.grammar.policy import GrammarPolicy, loosen
 from toolwire.parser import Parser
 from toolwire.prompt import Prompt, render_prompt
 from toolwire.server.core.errors import ApiError, failure
 from toolwire.server.core.metrics import Metrics
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.stops import StopMatcher
+from toolwire.server.core.tracing import span
 from toolwire.server.core.watch import CallWatch
 
 __all__ = ["ChoiceRun", "Limits", "Plan", "Step", "finish_reason", "plan", "warm_up"]
@@ -77,6 +78,11 @@ class Limits:
     max_tools: int = 128
     #: Deepest JSON nesting accepted anywhere in a request body.
     max_nesting: int = 64
+    #: Largest client-supplied field an answer echoes (Responses' `instructions`,
+    #: `tools`, `text`...), as JSON bytes.
+    max_echo_bytes: int = 512 * 1024
+    #: The operator's guidance policy: when requests get a structural tag, and how.
+    guidance: GrammarPolicy = field(default_factory=GrammarPolicy)
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,7 @@ _FALLBACKS = frozenset({"relaxed", "compile_failed", "unsupported_format", "unkn
 
 
 def _relaxed_tag(
-    engine: Engine, request: ChatRequest, in_reasoning: bool
+    engine: Engine, request: ChatRequest, in_reasoning: bool, policy: GrammarPolicy
 ) -> Callable[[], dict[str, Any] | None]:
     """The tag to send when the engine rejects the planned one: for required/named, the
     native envelope with any JSON object as arguments (every tool `strict: false`); for
@@ -155,16 +161,23 @@ def _relaxed_tag(
             parallel_tool_calls=request.parallel_tool_calls,
             tokenizer=engine.tokenizer,
             in_reasoning=in_reasoning,
+            policy=policy,
         ).tag
 
     return relaxed
 
 
 def _structural_tag(
-    engine: Engine, request: ChatRequest, in_reasoning: bool
+    engine: Engine, request: ChatRequest, in_reasoning: bool, policy: GrammarPolicy
 ) -> tuple[dict[str, Any] | None, str, tuple[str, ...]]:
     """The tag for this request, a fallback code ('' when none) and the reasons."""
     if request.response_format is not None:
+        if not policy.enabled:
+            raise ApiError(
+                400,
+                "response_format cannot be enforced: this server runs with guidance off",
+                param="response_format",
+            )
         return _output_tag(engine, request.response_format, in_reasoning)
     if not engine.constrains or not request.tools or request.tool_choice == "none":
         return None, "", ()
@@ -176,6 +189,7 @@ def _structural_tag(
             parallel_tool_calls=request.parallel_tool_calls,
             tokenizer=engine.tokenizer,
             in_reasoning=in_reasoning,
+            policy=policy,
         )
     except ToolwireError as exc:
         raise ApiError(400, str(exc), param="tools") from exc
@@ -220,9 +234,11 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
             "response_format cannot be combined with tools (unless tool_choice is 'none')",
             param="response_format",
         )
-    prompt = _render(engine, request)
+    with span("render"):
+        prompt = _render(engine, request)
     in_reasoning = bool(prompt.in_reasoning)
-    tag, fallback, reasons = _structural_tag(engine, request, in_reasoning)
+    with span("grammar", stage="build"):
+        tag, fallback, reasons = _structural_tag(engine, request, in_reasoning, limits.guidance)
     generation = Generation(
         prompt_ids=list(prompt.ids),
         max_tokens=request.max_tokens or limits.default_max_tokens,
@@ -231,7 +247,7 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
         seed=request.seed,
         structural_tag=tag,
         fallback_tag=(
-            _relaxed_tag(engine, request, in_reasoning)
+            _relaxed_tag(engine, request, in_reasoning, limits.guidance)
             if tag is not None and request.response_format is None
             else None
         ),
@@ -255,7 +271,7 @@ WARM_UP_TOOL: dict[str, Any] = {
 }
 
 
-def warm_up(engine: Engine) -> None:
+def warm_up(engine: Engine, limits: Limits | None = None) -> None:
     """Plan one tool request, so the first client does not pay for grammar setup."""
     request = ChatRequest(
         model=engine.model,
@@ -263,7 +279,7 @@ def warm_up(engine: Engine) -> None:
         tools=[WARM_UP_TOOL],
         tool_choice="required",
     )
-    planned = plan(engine, request, Limits())
+    planned = plan(engine, request, limits or Limits())
     warm = getattr(engine, "warm_up", None)
     if callable(warm):
         warm(planned.generation)
@@ -319,6 +335,8 @@ class ChoiceRun:
         self.prompt_tokens = len(plan.generation.prompt_ids)
         self.completion_tokens = 0
         self.calls = 0
+        #: Seconds spent in the parser and the stop strings (the trace's `parse`).
+        self.parse_seconds = 0.0
         self.finish_reason: str | None = None
         self._stream: AsyncIterator[Delta] | None = None
         self._first: Delta | None = None
@@ -492,7 +510,9 @@ class ChoiceRun:
         events = self._events(self._parser.feed(delta.ids))
         if delta.finish_reason is not None or self._stops.stopped:
             events += self._close(delta.finish_reason)
+            self.parse_seconds += time.perf_counter() - now
             return Step(events, self.finish_reason)
+        self.parse_seconds += time.perf_counter() - now
         return Step(events) if events else None
 
     async def collect(self) -> list[Event]:

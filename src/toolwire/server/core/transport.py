@@ -15,6 +15,9 @@ Invariants:
   framed the same way.
 * A non-streaming request whose client goes away is cancelled: the run's engine
   stream is closed, so the generation stops.
+* `Framer.settle()` is awaited once the last step is framed and before its bytes are
+  sent (the Responses API stores the finished response there, off the event loop, so
+  a client told it completed can continue it at once).
 """
 
 from __future__ import annotations
@@ -127,6 +130,11 @@ class Framer(Protocol):
         """The last bytes of every stream, whatever happened (`data: [DONE]`)."""
         ...
 
+    async def settle(self) -> None:
+        """What must be done before the client hears the answer is complete: awaited
+        after the finishing step (or `whole`) is framed, before it is sent."""
+        ...
+
     def whole(self, events: list[Event]) -> dict[str, Any]:
         """The non-streamed answer: all events of the finished run, as one JSON body."""
         ...
@@ -144,7 +152,10 @@ async def stream(run: ChoiceRun, framer: Framer, metrics: Metrics) -> AsyncItera
                 for data in framer.error(step.error):
                     yield data
                 break
-            for data in framer.step(step):
+            framed = framer.step(step)
+            if step.finish_reason is not None:
+                await framer.settle()
+            for data in framed:
                 yield data
     except Exception as exc:  # the framer failed (a bug): still end the stream properly
         metrics.stream_errors.inc()

@@ -14,10 +14,17 @@ calls the neutral request's fields (`fields`). Everything else is this one path:
       --Api.framer(request, run)--> stream: SSE through transport.stream()
                                     whole:  Framer.whole(events), one JSON body
 
+Every route but `/health*` (and `/metrics`, unless protected) goes through `answer`,
+which first checks the caller's key (`core/auth.py`: a 401 in the API's error shape,
+or the caller's tenant, which the work then runs as: the Responses store files and
+finds responses under it) and opens the request's trace (`core/tracing.py`: the
+request span, continued from the client's `traceparent`; the turn adds `grammar`
+(compile), `queue`, and, through `TracedFramer`, `first_token`, `parse` and `write`).
+
 Where a failure lands is the same for every API: before the engine's first delta it
-is a plain status (400 naming the field, 404, 413, 502, 504) in the API's error shape
-(`answer`, the one error wrapper); after, it is the run's last step, which the framer
-ends the stream with (Chat: an `error` chunk and `[DONE]`; Responses:
+is a plain status (400 naming the field, 401, 404, 413, 502, 504) in the API's error
+shape (`answer`, the one error wrapper); after, it is the run's last step, which the
+framer ends the stream with (Chat: an `error` chunk and `[DONE]`; Responses:
 `response.failed`; Messages: an `error` event). A client that goes away is 499. Every
 answer is counted in `toolwire_requests_total{route, status}`.
 """
@@ -25,7 +32,9 @@ answer is counted in `toolwire_requests_total{route, status}`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -35,12 +44,15 @@ from starlette.background import BackgroundTask
 
 from toolwire.backends.base import Engine
 from toolwire.events import Event
+from toolwire.server.core.auth import Keys, as_tenant
 from toolwire.server.core.errors import ApiError, failure, renamed
 from toolwire.server.core.fields import check_body
 from toolwire.server.core.grammars import GrammarService
 from toolwire.server.core.metrics import Metrics
 from toolwire.server.core.pipeline import ChoiceRun, Limits, Plan, plan
 from toolwire.server.core.request import ChatRequest
+from toolwire.server.core.traced import TracedFramer
+from toolwire.server.core.tracing import RequestTrace, Tracing
 from toolwire.server.core.transport import (
     ClientGone,
     Framer,
@@ -49,7 +61,7 @@ from toolwire.server.core.transport import (
     unless_disconnected,
 )
 
-__all__ = ["Api", "Turn"]
+__all__ = ["Api", "ErrorShape", "Turn"]
 
 log = logging.getLogger("toolwire.server")
 
@@ -61,14 +73,23 @@ CLIENT_GONE = 499
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-class Api(Protocol[R]):
+class ErrorShape(Protocol):
+    """How a route's errors look (every `Api` is one)."""
+
+    #: The neutral request's field names as this API's body spells them
+    #: (`{"response_format": "text.format"}`), for errors the pipeline raises.
+    fields: Mapping[str, str]
+
+    def error_body(self, error: ApiError) -> dict[str, Any]:
+        """`error` in this API's shape."""
+        ...
+
+
+class Api(ErrorShape, Protocol[R]):
     """What one API adds to the turn; `R` is its validated request."""
 
     #: The route of a turn (`POST`), as the metrics count it.
     route: str
-    #: The neutral request's field names as this API's body spells them
-    #: (`{"response_format": "text.format"}`), for errors the pipeline raises.
-    fields: Mapping[str, str]
 
     def adapt(self, body: Any, limits: Limits) -> tuple[R, ChatRequest]:
         """Validate a decoded body (blocking; run off the event loop): the API's own
@@ -79,38 +100,68 @@ class Api(Protocol[R]):
         """The writer of this request's answer, streamed or whole."""
         ...
 
-    def error_body(self, error: ApiError) -> dict[str, Any]:
-        """`error` in this API's shape."""
-        ...
-
 
 class Turn:
     """Runs a turn for any API, on one engine (one per app)."""
 
     def __init__(
-        self, engine: Engine, limits: Limits, metrics: Metrics, grammars: GrammarService
+        self,
+        engine: Engine,
+        limits: Limits,
+        metrics: Metrics,
+        grammars: GrammarService,
+        keys: Keys | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.engine = engine
         self.limits = limits
         self.metrics = metrics
         self.grammars = grammars
+        self.keys = keys or Keys()
+        self.tracing = tracing or Tracing.off()
+        #: `time.monotonic()` when an engine last returned a request's first delta: the
+        #: evidence `/health/ready` takes before probing the engine itself.
+        self.last_answer: float | None = None
 
     async def respond(self, api: Api[Any], http: Request) -> Response:
         """The handler of an API's turn route."""
-        return await self.answer(api, api.route, lambda: self._turn(api, http))
+        return await self._answer(api, api.route, http, lambda trace: self._turn(api, http, trace))
 
     async def answer(
-        self, api: Api[Any], route: str, work: Callable[[], Awaitable[Response]]
+        self,
+        api: ErrorShape,
+        route: str,
+        http: Request,
+        work: Callable[[], Awaitable[Response]],
     ) -> Response:
-        """`work`'s response; any failure in `api`'s error shape; counted for `route`."""
+        """`work`'s response, run as the caller's tenant once its key is checked; any
+        failure in `api`'s error shape; traced and counted for `route`."""
+        return await self._answer(api, route, http, lambda _trace: work())
+
+    async def _answer(
+        self,
+        api: ErrorShape,
+        route: str,
+        http: Request,
+        work: Callable[[RequestTrace], Awaitable[Response]],
+    ) -> Response:
+        trace = self.tracing.request(route, http.method, http.headers)
         try:
-            response = await work()
+            with trace.active():
+                caller = self.keys.tenant_of(http.headers)
+                with as_tenant(caller):
+                    response = await work(trace)
         except ClientGone:
             response = Response(status_code=CLIENT_GONE)
         except Exception as exc:  # ApiError, EngineError, or a bug (a 500, logged)
             error = renamed(failure(exc), api.fields)
-            response = JSONResponse(api.error_body(error), status_code=error.status)
+            headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+            response = JSONResponse(
+                api.error_body(error), status_code=error.status, headers=headers
+            )
         self.metrics.requests.labels(route, str(response.status_code)).inc()
+        if not isinstance(response, StreamingResponse):
+            trace.end(response.status_code)  # a stream ends its trace when it ends
         return response
 
     async def read(self, http: Request) -> Any:
@@ -130,27 +181,52 @@ class Turn:
 
         return await asyncio.to_thread(work)
 
-    async def _turn(self, api: Api[Any], http: Request) -> Response:
+    async def _turn(self, api: Api[Any], http: Request, trace: RequestTrace) -> Response:
         request, planned = await self.plan(await self.read(http), api.adapt)
-        planned = await self.grammars.prepare(planned)
+        compiling = (
+            trace.phase("grammar", stage="compile")
+            if planned.generation.structural_tag is not None
+            else contextlib.nullcontext()
+        )
+        with compiling:
+            planned = await self.grammars.prepare(planned)
         if planned.grammar_fallback:
             self.metrics.grammar_fallbacks.labels(planned.grammar_fallback).inc()
             log.warning("grammar fallback: %s", "; ".join(planned.grammar_reasons))
+            trace.set(grammar_fallback=planned.grammar_fallback)
         run = ChoiceRun(self.engine, planned, self.limits, self.metrics)
         framer = api.framer(request, run)
+        traced = TracedFramer(framer, trace, run) if trace.on else None
+        if traced is not None:
+            framer = traced
+            trace.set(model=self.engine.model, stream=planned.request.stream)
+
+        async def start() -> None:
+            with trace.phase("queue"):
+                await run.start()
+            self.last_answer = time.monotonic()
+            if traced is not None:
+                traced.started()
+
         if planned.request.stream:
             # nothing is sent before the engine accepted the request: a refusal or a
             # stall is still a plain status
-            await unless_disconnected(http, run.start())
+            await unless_disconnected(http, start())
+            body = stream(run, framer, self.metrics)
             return StreamingResponse(
-                stream(run, framer, self.metrics),
+                body if traced is None else traced.body(body),
                 media_type="text/event-stream",
                 headers=_SSE_HEADERS,
                 background=BackgroundTask(run.aclose),
             )
 
         async def whole() -> list[Event]:
-            await run.start()
+            await start()
             return await run.collect()
 
-        return JSONResponse(framer.whole(await unless_disconnected(http, whole())))
+        answer = framer.whole(await unless_disconnected(http, whole()))
+        await framer.settle()
+        response = JSONResponse(answer)
+        if traced is not None:
+            traced.finish(response.status_code)
+        return response

@@ -5,11 +5,12 @@ Routes::
     POST /v1/messages                parse_messages -> turn -> MessagesFramer -> JSON or SSE
     POST /v1/messages/count_tokens   parse_messages -> plan -> the rendered prompt's length
 
-`x-api-key`, `authorization` and `anthropic-version` headers are accepted (this server
-does not authenticate). Errors are `{"type": "error", "error": {"type", "message"}}`
-with Anthropic's statuses and types: 400 `invalid_request_error` (the message starts
-with the field's dotted path), 404 `not_found_error` (unknown model), 500/502
-`api_error` (the engine failed before its first token), 504 `timeout_error`, 413
+`x-api-key` and `authorization` carry the caller's key when the server has keys
+(`core/auth.py`); `anthropic-version` is accepted. Errors are `{"type": "error",
+"error": {"type", "message"}}` with Anthropic's statuses and types: 400
+`invalid_request_error` (the message starts with the field's dotted path), 401
+`authentication_error`, 404 `not_found_error` (unknown model), 500/502 `api_error`
+(the engine failed before its first token), 504 `timeout_error`, 413
 `request_too_large`. The pipeline's `response_format` is `output_config.format`.
 After the stream started, a failure stops the open block and ends the stream with an
 `error` event.
@@ -87,6 +88,9 @@ class MessagesFramer:
     def closing(self) -> list[bytes]:
         return []  # the Messages stream ends with message_stop or error, no [DONE]
 
+    async def settle(self) -> None:
+        return None  # nothing is kept
+
     def whole(self, events: list[Event]) -> dict[str, Any]:
         run = self._run
         assert run.finish_reason is not None
@@ -130,4 +134,4 @@ def add_routes(app: FastAPI, turn: Turn) -> None:
             _, planned = await turn.plan(await turn.read(http), _counted)
             return JSONResponse({"input_tokens": len(planned.generation.prompt_ids)})
 
-        return await turn.answer(api, _COUNT, work)
+        return await turn.answer(api, _COUNT, http, work)
