@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,3 +35,9 @@ settings.register_profile(
     derandomize=os.environ.get("TOOLWIRE_RANDOM_SEED") is None,
 )
 settings.load_profile("toolwire")
+
+# `toolwire serve` started by tests keeps its stored responses in this run's own file,
+# not in the user's cache directory (tests of the default path pass their own).
+os.environ.setdefault(
+    "TOOLWIRE_STORE", os.path.join(tempfile.mkdtemp(prefix="toolwire-test-"), "responses.sqlite3")
+)
