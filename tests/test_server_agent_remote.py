@@ -603,7 +603,7 @@ def test_responses_store_and_retrieve(rig: Rig) -> None:
     r = rig.openai.responses.create(model=MODEL, input="x", store=False)
     with pytest.raises(openai.NotFoundError):
         rig.openai.responses.retrieve(r.id)
-    with pytest.raises(openai.BadRequestError) as caught:
+    with pytest.raises(openai.NotFoundError) as caught:
         rig.openai.responses.create(model=MODEL, input="x", previous_response_id=r.id)
     assert caught.value.body["param"] == "previous_response_id"  # type: ignore[index]
 
