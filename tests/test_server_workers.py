@@ -118,9 +118,8 @@ def test_two_workers_serve_a_burst_with_exact_summed_metrics(tmp_path: Path) -> 
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     store = tmp_path / "shared.sqlite3"
     try:
-        with toolwire_serve(
-            tmp_path / "serve.log", "--workers", "2", "--store", str(store), "--api-key", KEY
-        ) as url:
+        flags = ["--workers", "2", "--threads", "1", "--store", str(store), "--api-key", KEY]
+        with toolwire_serve(tmp_path / "serve.log", *flags) as url:
             pids = _both_up(url, time.monotonic() + 180)
             assert len(pids) == 2
             for pid in pids:  # a worker knows the keys by their digests only

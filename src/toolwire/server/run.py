@@ -1,9 +1,9 @@
 """`toolwire serve`: build the engine, log what the operator must know, run uvicorn.
 
 One process (`--workers 1`): the app is built here and served. Several (`--workers N`,
-`workers.py`): uvicorn's supervisor starts N processes sharing the port, each building
-its own engine and app with `worker_app()` from the configuration this process hands
-down; metrics are summed over them, the store (SQLite file or Redis) is shared.
+`workers.py`): this process supervises N processes sharing the port, each building
+its own engine and app in `worker_main()` from the configuration handed down; metrics
+are summed over them, the store (SQLite file or Redis) is shared.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
     "prepare",
     "serve",
     "store_from",
-    "worker_app",
+    "worker_main",
 ]
 
 log = logging.getLogger("toolwire.server")
@@ -156,21 +156,22 @@ def _uvicorn_options(config: ServerConfig) -> dict[str, Any]:
     return {"host": config.host, "port": config.port, "log_level": config.log_level.lower()}
 
 
-def worker_app() -> FastAPI:
-    """The app of one worker process (uvicorn's factory under `--workers N`)."""
-    from toolwire.server.workers import worker_config
+def worker_main(ready: Any) -> None:
+    """One worker process under `--workers N`: its app, then its own socket on the port
+    (`workers.listening`), then uvicorn on it; `ready` (an event) is set before serving."""
+    from toolwire.server.workers import listening, worker_config, worker_exits
 
     config, keys = worker_config()
     _logging(config)
     app = build_app(config, keys)
-
-    def gone() -> None:
-        from toolwire.server.workers import worker_exits
-
+    options = _uvicorn_options(config)
+    sock = listening(options.pop("host"), options.pop("port"))
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+    ready.set()
+    try:
+        server.run(sockets=[sock])
+    finally:
         worker_exits()
-
-    app.router.add_event_handler("shutdown", gone)
-    return app
 
 
 def serve(config: ServerConfig) -> None:
@@ -179,7 +180,7 @@ def serve(config: ServerConfig) -> None:
     if config.workers > 1:
         from toolwire.server.workers import run_workers
 
-        run_workers(config, keys_from(config), _uvicorn_options(config))
+        run_workers(config, keys_from(config), worker_main)
         return
     app = build_app(config)
     uvicorn.run(app, **_uvicorn_options(config))
