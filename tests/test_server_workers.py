@@ -5,7 +5,10 @@ worker loads it), with `PROMETHEUS_MULTIPROC_DIR` set by the test so that each w
 own counts can be read too. A burst of 20 streams over the three APIs: the token
 counters `/metrics` shows are the sums of the usage every answer reported, and both
 workers served some of them; the responses stored by one are read and continued
-through whichever worker answers (the SQLite file they share).
+through whichever worker answers (the SQLite file they share). A worker killed is
+replaced and its counts stay in the sums; a worker that cannot start (a missing model)
+stops the server with its message, and a port already taken stops it before any worker
+loads a model.
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ import contextlib
 import json
 import os
 import re
+import signal
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -102,11 +109,13 @@ def _per_worker(directory: Path, name: str) -> dict[str, float]:
     return out
 
 
-def _both_up(url: str, deadline: float) -> set[int]:
+def _both_up(url: str, deadline: float, without: int | None = None) -> set[int]:
+    """The pids of two workers answering on new connections (other than `without`)."""
     pids: set[int] = set()
     while len(pids) < 2 and time.monotonic() < deadline:
         with httpx.Client(timeout=5) as fresh, contextlib.suppress(httpx.HTTPError):
             pids.add(fresh.get(url + "/health/live").json()["pid"])  # a new connection
+        pids -= {without}
         time.sleep(0.1)
     return pids
 
@@ -162,9 +171,20 @@ def test_two_workers_serve_a_burst_with_exact_summed_metrics(tmp_path: Path) -> 
                     )
                     assert again.status_code == 200, again.text
                     assert again.json()["usage"]["input_tokens"] > result["prompt"]
+            # a worker killed is replaced; what it counted stays in the sums
+            before = httpx.get(url + "/metrics").text
+            victim = min(pids)
+            os.kill(victim, signal.SIGKILL)
+            now = _both_up(url, time.monotonic() + 180, without=victim)
+            assert len(now) == 2 and victim not in now and pids - {victim} <= now
+            after = httpx.get(url + "/metrics").text
+            for name in ("toolwire_prompt_tokens_total", "toolwire_completion_tokens_total"):
+                assert _counter(after, name) == _counter(before, name) > 0
         log = (tmp_path / "serve.log").read_text()
-        assert "starting 2 workers" in log and log.count("guidance policy:") == 2
-        assert log.count("API keys: 1 configured") == 2 and KEY not in log
+        assert f"(pid {victim}) exited (-9): replaced" in log
+        started = 3  # two, then the replacement
+        assert "starting 2 workers" in log and log.count("guidance policy:") == started
+        assert log.count("API keys: 1 configured") == started and KEY not in log
     finally:
         del os.environ["PROMETHEUS_MULTIPROC_DIR"]
 
@@ -176,3 +196,31 @@ def test_memory_store_cannot_be_shared_by_workers() -> None:
         config_from(parser.parse_args(["--workers", "2", "--store", "memory"]), {})
     with pytest.raises(ValueError, match="--workers"):
         config_from(parser.parse_args(["--workers", "0"]), {})
+
+
+def _serve_fails(tmp_path: Path, port: int, *flags: str) -> tuple[int, str]:
+    command = [sys.executable, "-m", "toolwire.cli", "serve", "--workers", "2", *flags]
+    command += ["--store", str(tmp_path / "store.sqlite3")]
+    env = {**os.environ, "TOOLWIRE_PORT": str(port)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_worker_that_cannot_start_stops_the_server_with_its_message(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.gguf"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code, output = _serve_fails(tmp_path, port, "--model", str(missing))
+    assert code == 2, output
+    assert f"worker cannot start: [Errno 2] No such file or directory: '{missing}'" in output
+    assert "failed to start (exit 2)" in output and "Traceback" not in output
+
+
+def test_a_port_taken_stops_the_server_before_any_worker_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        code, output = _serve_fails(tmp_path, taken.getsockname()[1])
+    assert code == 2, output
+    assert "Address already in use" in output and "starting 2 workers" not in output

@@ -15,6 +15,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from toolwire.backends.base import Engine
+from toolwire.errors import ToolwireError
 from toolwire.server.app import create_app, startup_warnings
 from toolwire.server.config import ServerConfig
 from toolwire.server.core.auth import Keys, read_key_file
@@ -158,14 +159,20 @@ def _uvicorn_options(config: ServerConfig) -> dict[str, Any]:
 
 def worker_main(ready: Any) -> None:
     """One worker process under `--workers N`: its app, then its own socket on the port
-    (`workers.listening`), then uvicorn on it; `ready` (an event) is set before serving."""
+    (`workers.listening`), then uvicorn on it; `ready` (an event) is set before serving.
+    What stops `toolwire serve` with a message (a missing model, a port taken) stops the
+    worker with that message and exit status 2."""
     from toolwire.server.workers import listening, worker_config, worker_exits
 
     config, keys = worker_config()
     _logging(config)
-    app = build_app(config, keys)
-    options = _uvicorn_options(config)
-    sock = listening(options.pop("host"), options.pop("port"))
+    try:
+        app = build_app(config, keys)
+        options = _uvicorn_options(config)
+        sock = listening(options.pop("host"), options.pop("port"))
+    except (ToolwireError, OSError, ValueError) as exc:  # what the CLI reports as usage
+        log.error("worker cannot start: %s", exc)
+        raise SystemExit(2) from None
     server = uvicorn.Server(uvicorn.Config(app, **options))
     ready.set()
     try:

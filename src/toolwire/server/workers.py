@@ -21,7 +21,7 @@ worker binds only once its app is built, so no connection waits for a worker tha
 still loading its model.
 
 The supervisor stops every worker on SIGINT/SIGTERM; a worker that dies before it
-was ready fails the start (exit 1); one that dies later is replaced, and its
+was ready fails the start (with its exit status); one that dies later is replaced, and its
 live-summed gauges leave the sums. Any worker's `/metrics` renders the sum over all
 (`core/metrics.py`). `--store memory` cannot be shared and is refused with `--workers`
 (`config.py`).
@@ -98,6 +98,7 @@ class _Worker:
 
 def run_workers(config: ServerConfig, keys: Keys, target: Target) -> None:
     """Serve with `config.workers` processes running `target` until interrupted."""
+    listening(config.host, config.port).close()  # a port taken fails now, before any load
     directory, made = _metrics_dir()
     os.environ[_METRICS] = str(directory)
     values = asdict(config)
@@ -114,7 +115,7 @@ def run_workers(config: ServerConfig, keys: Keys, target: Target) -> None:
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     workers = [_Worker(context, target, n) for n in range(config.workers)]
-    failed = False
+    failed = 0
     try:
         while not stopping:
             time.sleep(0.2)
@@ -124,7 +125,7 @@ def run_workers(config: ServerConfig, keys: Keys, target: Target) -> None:
                 code = worker.process.exitcode
                 if not worker.ready.is_set():
                     log.error("worker %d failed to start (exit %s)", worker.number, code)
-                    failed = True
+                    failed = code if code and code > 0 else 1
                     stopping.append(0)
                     break
                 log.warning("worker %d (pid %s) exited (%s): replaced", i, worker.process.pid, code)
@@ -144,7 +145,7 @@ def run_workers(config: ServerConfig, keys: Keys, target: Target) -> None:
         if made:
             shutil.rmtree(directory, ignore_errors=True)
     if failed:
-        raise SystemExit(1)
+        raise SystemExit(failed)
 
 
 def worker_config() -> tuple[ServerConfig, Keys]:
