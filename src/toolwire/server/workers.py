@@ -15,8 +15,9 @@ Data flow::
         (SO_REUSEPORT), and uvicorn serves on it
 
 Why one socket per worker: on one shared socket, the worker whose loop wakes first
-accepts every connection waiting (a burst of 20 streams went to one worker of two);
-with SO_REUSEPORT the kernel spreads new connections over the workers' sockets. A
+accepts every connection waiting (asyncio takes up to 100 per wakeup), so how a burst
+divides depends on which loop is idle; with SO_REUSEPORT the kernel hashes each new
+connection to one worker's socket. A
 worker binds only once its app is built, so no connection waits for a worker that is
 still loading its model.
 
