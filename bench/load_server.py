@@ -63,6 +63,7 @@ class ScriptedEngine:
         self.format = "qwen3"
         self.template: str | None = None
         self.max_prompt_tokens: int | None = None
+        self.context_length: int | None = None
         self.constrains = True
         self.warnings: list[str] = []
         ids = tokenizer.encode(ANSWER)

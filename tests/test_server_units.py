@@ -156,8 +156,11 @@ def test_request_normalization_and_thinking_switch() -> None:
     assert request.template_kwargs == {"reasoning_effort": "none", "enable_thinking": False}
     assert request.max_tokens == 5
     with pytest.raises(ApiError) as caught:
-        parse_request({"model": "m", "messages": [{"role": "user"}], "n": 2})
+        parse_request({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 17})
     assert caught.value.param == "n"
+    with pytest.raises(ApiError) as caught:  # only an assistant turn may omit its content
+        parse_request({"model": "m", "messages": [{"role": "user"}]})
+    assert caught.value.param == "messages[0].content"
 
 
 def test_flags_override_environment_over_defaults() -> None:

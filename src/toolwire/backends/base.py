@@ -84,8 +84,10 @@ class Engine(Protocol):
     format: str
     #: A chat template that overrides the tokenizer's own, or None.
     template: str | None
-    #: The longest prompt the engine takes, in ids (None: no limit known).
+    #: The longest prompt the engine takes, in ids (None: no bound but the context).
     max_prompt_tokens: int | None
+    #: The model's context, prompt and output ids together (None: not known).
+    context_length: int | None
     #: True when the engine applies `structural_tag` constraints.
     constrains: bool
     #: What the operator should know at startup (ungated format, no grammar, ...).

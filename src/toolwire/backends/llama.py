@@ -38,12 +38,23 @@ from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["LlamaEngine"]
+__all__ = ["LlamaEngine", "training_context"]
 
 # Turn-ending tokens of common chat vocabularies: generation stops at any that exist.
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<|return|>")
 
 _Item = Delta | EngineError
+
+#: The context when a GGUF names none (llama.cpp's own default).
+_FALLBACK_CONTEXT = 4096
+
+
+def training_context(metadata: Mapping[str, Any]) -> int:
+    """The context the model was trained for (`{architecture}.context_length` in the
+    GGUF's metadata), else llama.cpp's default of 4096."""
+    arch = metadata.get("general.architecture")
+    length = metadata.get(f"{arch}.context_length")
+    return length if type(length) is int and length > 0 else _FALLBACK_CONTEXT
 
 
 class LlamaEngine:
@@ -57,7 +68,7 @@ class LlamaEngine:
         format: str = "hermes",
         template: str | None = None,
         tokenizer: Tokenizer | None = None,
-        context: int = 4096,
+        context: int | None = None,
         threads: int | None = None,
     ) -> None:
         try:
@@ -74,7 +85,9 @@ class LlamaEngine:
         self.model = model or path.stem
         self.format = format
         self.template = template
-        self.max_prompt_tokens: int | None = context - 1
+        context = context or training_context(metadata)
+        self.context_length: int | None = context
+        self.max_prompt_tokens: int | None = None  # the context bounds it
         self._context = context
         self._llama = Llama(str(path), n_ctx=context, n_threads=threads, verbose=False)
         self._stop_ids = frozenset(self._end_ids(metadata))

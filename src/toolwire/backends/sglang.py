@@ -64,6 +64,8 @@ class SglangEngine:
         self.format = format
         self.template = template
         self.max_prompt_tokens = max_prompt_tokens
+        #: The upstream's `max_model_len` (`backends.context.upstream_context`).
+        self.context_length: int | None = None
         self.constrains = True
         self.warnings: list[str] = []
 

@@ -88,6 +88,8 @@ class VllmEngine:
         self.format = format
         self.template = template
         self.max_prompt_tokens = max_prompt_tokens
+        #: The upstream's `max_model_len` (`backends.context.upstream_context`).
+        self.context_length: int | None = None
         self.constrains = True
         self.warnings: list[str] = []
 

@@ -28,6 +28,12 @@ Invariants:
   whether by completion, stop string, error, timeout or the client going away; the
   run's tokens are counted once, however it ended.
 * A request that declares no tools parses with `tools=[]`: no call can be returned.
+* The prompt fits the model: at most its context less one id (the context is the
+  GGUF's training context, or the upstream's `max_model_len`), or
+  `--max-prompt-tokens`; past it, a 400 naming the messages (each API's own field).
+  The output budget is what the request asked, cut to the context the prompt leaves
+  (a client asking for 128000 tokens of an 8192-token model gets what fits, and
+  `length` when it runs out), never a refusal.
 * Errors name the neutral request's fields (`messages`, `tools`, `response_format`);
   each API's field table renames them to its own.
 """
@@ -40,6 +46,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 from toolwire.backends.base import Delta, Engine, EngineError, Generation
@@ -56,7 +63,17 @@ from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.stops import StopMatcher
 from toolwire.server.core.watch import CallWatch
 
-__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "finish_reason", "plan", "warm_up"]
+__all__ = [
+    "ChoiceRun",
+    "Limits",
+    "Plan",
+    "Step",
+    "finish_reason",
+    "plan",
+    "prompt_limit",
+    "serves",
+    "warm_up",
+]
 
 log = logging.getLogger("toolwire.server")
 
@@ -77,6 +94,12 @@ class Limits:
     max_tools: int = 128
     #: Deepest JSON nesting accepted anywhere in a request body.
     max_nesting: int = 64
+    #: Declared hosted tools (web search, MCP...): "drop" (not offered, said in a
+    #: header and a metric) or "refuse" (a 400 naming the tool).
+    hosted_tools: str = "drop"
+    #: More model names a request may send for the engine's model: names, or
+    #: `fnmatch` patterns (`claude-*`, `*`).
+    model_aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +135,45 @@ def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> st
     return "tool_calls" if calls else "stop"
 
 
+def serves(engine: Engine, limits: Limits, model: str) -> bool:
+    """Whether `model` names the engine's model (its name, or an alias or pattern)."""
+    return model == engine.model or any(fnmatchcase(model, p) for p in limits.model_aliases)
+
+
+def prompt_limit(engine: Engine) -> tuple[int | None, str]:
+    """The most prompt ids the engine takes, and where that bound comes from: the
+    model's context less one id for the answer, or `--max-prompt-tokens` if lower."""
+    bounds: list[tuple[int, str]] = []
+    if engine.context_length is not None:
+        bounds.append(
+            (
+                engine.context_length - 1,
+                f"the model's context of {engine.context_length} tokens, less one for the answer",
+            )
+        )
+    if engine.max_prompt_tokens is not None:
+        bounds.append((engine.max_prompt_tokens, "--max-prompt-tokens"))
+    if not bounds:
+        return None, ""
+    return min(bounds)
+
+
+def _sized(engine: Engine, prompt: Prompt, asked: int) -> int:
+    """The output budget: what was asked, within the context the prompt leaves; a
+    prompt past the engine's bound is a 400 naming the messages."""
+    limit, why = prompt_limit(engine)
+    if limit is not None and len(prompt.ids) > limit:
+        raise ApiError(
+            400,
+            f"the prompt is {len(prompt.ids)} tokens, more than this server takes ({limit}: {why})",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    if engine.context_length is None:
+        return asked
+    return max(1, min(asked, engine.context_length - len(prompt.ids)))
+
+
 def _render(engine: Engine, request: ChatRequest) -> Prompt:
     try:
         return render_prompt(
@@ -123,7 +185,6 @@ def _render(engine: Engine, request: ChatRequest) -> Prompt:
             add_generation_prompt=True,
             isolate=True,
             template_kwargs=request.template_kwargs or None,
-            max_prompt_tokens=engine.max_prompt_tokens,
         )
     except PromptError as exc:
         raise ApiError(
@@ -207,10 +268,12 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
     Blocking (template rendering, tokenization, grammar checks): servers run it off
     the event loop.
     """
-    if request.model != engine.model:
+    if not serves(engine, limits, request.model):
+        also = "".join(f", {a!r}" for a in limits.model_aliases)
         raise ApiError(
             404,
-            f"The model {request.model!r} does not exist; this server serves {engine.model!r}",
+            f"The model {request.model!r} does not exist; this server serves "
+            f"{engine.model!r}{also} (--served-model-name)",
             param="model",
             code="model_not_found",
         )
@@ -225,7 +288,7 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
     tag, fallback, reasons = _structural_tag(engine, request, in_reasoning)
     generation = Generation(
         prompt_ids=list(prompt.ids),
-        max_tokens=request.max_tokens or limits.default_max_tokens,
+        max_tokens=_sized(engine, prompt, request.max_tokens or limits.default_max_tokens),
         temperature=request.temperature,
         top_p=request.top_p,
         seed=request.seed,
