@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,17 +148,31 @@ class ScriptedUpstream:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     refuse: int | None = None  # answer every request with this HTTP status
+    #: Answers each request by its body when no script is queued (None: empty answers).
+    responder: Callable[[dict[str, Any]], Script] | None = None
+    #: The `max_model_len` its `/v1/models` lists (None: no `/v1/models`).
+    context: int | None = None
 
     def app(self) -> Starlette:
         path = "/v1/completions" if self.protocol == "vllm" else "/generate"
-        return Starlette(routes=[Route(path, self._handle, methods=["POST"])])
+        routes = [Route(path, self._handle, methods=["POST"])]
+        if self.context is not None:
+            routes.append(Route("/v1/models", self._models, methods=["GET"]))
+        return Starlette(routes=routes)
+
+    async def _models(self, request: Request) -> Response:
+        model = {"id": MODEL, "object": "model", "max_model_len": self.context}
+        return JSONResponse({"object": "list", "data": [model]})
 
     async def _handle(self, request: Request) -> Response:
         body = await request.json()
         self.bodies.append(body)
         if self.refuse is not None:
             return JSONResponse({"error": {"message": "refused"}}, status_code=self.refuse)
-        script = self.scripts.pop(0) if self.scripts else Script([])
+        if self.scripts:
+            script = self.scripts.pop(0)
+        else:
+            script = Script([]) if self.responder is None else self.responder(body)
         return StreamingResponse(self._events(script), media_type="text/event-stream")
 
     def _payload(self, chunk: list[int], total: list[int], reason: str | None) -> dict[str, Any]:

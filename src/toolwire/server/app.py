@@ -8,6 +8,7 @@ Routes::
     GET  /v1/models                  the served model (and its further names), with
                                      its context as `max_model_len`
     GET  /health                     liveness, and what the operator was warned about
+    GET|HEAD /api/hello              reachability (Claude Code probes its base URL so)
     GET  /metrics                    Prometheus text
 
 Every API's turn route goes through `core.turn.Turn` (validation, rendering, the
@@ -93,6 +94,12 @@ def create_app(
                 model["max_model_len"] = engine.context_length
             listed.append(model)
         return {"object": "list", "data": listed}
+
+    @app.api_route("/api/hello", methods=["GET", "HEAD"])
+    async def hello() -> dict[str, Any]:
+        # Claude Code's reachability probe of its base URL (HEAD), before its first turn
+        metrics.requests.labels("/api/hello", "200").inc()
+        return {"status": "ok"}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
