@@ -171,7 +171,10 @@ def _served(log: Path) -> None:
 def test_codex_on_the_embedded_engine(tmp_path: Path) -> None:
     _cli(CODEX)
     log = tmp_path / "toolwire.log"
-    with toolwire_serve(log, "--max-tokens", "64") as url:
+    # Codex's first prompt on SmolLM2's vocabulary is ~9.2k tokens (its namespace of
+    # sub-agent tools included), past the GGUF's 8192: a longer context, as for Claude
+    flags = ("--max-tokens", "64", "--context", "16384")
+    with toolwire_serve(log, *flags) as url:
         run = codex(tmp_path, url, SMOLLM)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     _served(log)
