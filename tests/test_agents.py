@@ -78,7 +78,7 @@ def codex(tmp: Path, url: str, model: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def claude(tmp: Path, url: str) -> subprocess.CompletedProcess[str]:
+def claude(tmp: Path, url: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """`claude -p` with only ANTHROPIC_BASE_URL (and a key) set."""
     _cli(CLAUDE)
     env = {**home(tmp), "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-test"}
@@ -88,7 +88,7 @@ def claude(tmp: Path, url: str) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
 
@@ -188,7 +188,7 @@ def test_claude_code_on_the_embedded_engine(tmp_path: Path) -> None:
     # SmolLM2's 8192: the operator gives a longer context (llama.cpp runs it)
     flags = ("--max-tokens", "64", "--served-model-name", "claude-*", "--context", "32768")
     with toolwire_serve(log, *flags) as url:
-        run = claude(tmp_path, url)
+        run = claude(tmp_path, url, timeout=1500)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     _served(log)
     assert '"POST /v1/messages?beta=true HTTP/1.1" 200' in log.read_text()

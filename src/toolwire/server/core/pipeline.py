@@ -44,12 +44,12 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol
 
-from toolwire.backends.base import Delta, Engine, EngineError, Generation
+from toolwire.backends.base import Delta, Engine, EngineError, Generation, TokenLogprob
 from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin
 from toolwire.grammar import structural_tag_with_reason
@@ -65,8 +65,10 @@ from toolwire.server.core.watch import CallWatch
 
 __all__ = [
     "ChoiceRun",
+    "Chosen",
     "Limits",
     "Plan",
+    "Run",
     "Step",
     "finish_reason",
     "plan",
@@ -116,6 +118,16 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class Chosen:
+    """A returned token: its text (the id's, as the parser read it), its log
+    probability, and the most likely alternatives (text, log probability), best first."""
+
+    text: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Step:
     """Events from one engine delta; the last step carries the finish reason, or the
     error that ended the run (then `finish_reason` is None)."""
@@ -125,6 +137,42 @@ class Step:
     finish_reason: str | None = None
     #: Why the run ended early; each API formats it in its own error shape.
     error: ApiError | None = None
+    #: The log probabilities of the ids this step fed the parser (when asked), but
+    #: special tokens, which never reach the answer.
+    logprobs: list[Chosen] = field(default_factory=list)
+    #: The choice this step belongs to (Chat Completions' `n`).
+    choice: int = 0
+
+
+class Run(Protocol):
+    """What a framer reads of a running request: one `ChoiceRun`, or the `Choices` of
+    an `n` > 1 request (`core/choices.py`)."""
+
+    # the finish reason, the stop string that ended it, and the log probabilities are
+    # the first choice's, for `Choices`
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def completion_tokens(self) -> int: ...
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+    @property
+    def logprobs(self) -> list[Chosen]: ...
+
+    @property
+    def stop_string(self) -> str | None: ...
+
+    async def start(self) -> None: ...
+
+    def steps(self) -> AsyncIterator[Step]: ...
+
+    async def collect(self) -> list[Event]: ...
+
+    async def aclose(self) -> None: ...
 
 
 def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> str:
@@ -277,6 +325,12 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
             param="model",
             code="model_not_found",
         )
+    if request.top_logprobs is not None and not engine.logprobs:
+        raise ApiError(
+            400,
+            "logprobs are not available on this engine (the embedded engine and vLLM return them)",
+            param="logprobs",
+        )
     if request.response_format is not None and request.tools and request.tool_choice != "none":
         raise ApiError(
             400,
@@ -293,6 +347,7 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
         top_p=request.top_p,
         seed=request.seed,
         structural_tag=tag,
+        logprobs=request.top_logprobs,
         fallback_tag=(
             _relaxed_tag(engine, request, in_reasoning)
             if tag is not None and request.response_format is None
@@ -383,6 +438,8 @@ class ChoiceRun:
         self.completion_tokens = 0
         self.calls = 0
         self.finish_reason: str | None = None
+        #: Every step's log probabilities so far (when asked).
+        self.logprobs: list[Chosen] = []
         self._stream: AsyncIterator[Delta] | None = None
         self._first: Delta | None = None
         self._started = 0.0
@@ -458,9 +515,14 @@ class ChoiceRun:
                 )
         if delta.finish_reason not in (None, "stop", "length"):
             raise EngineError(f"the engine returned finish reason {delta.finish_reason!r}")
+        if self._plan.generation.logprobs is not None and (
+            delta.logprobs is None or len(delta.logprobs) != len(ids)
+        ):
+            raise EngineError("the engine returned no log probability for some ids")
         left = self._budget - self.completion_tokens
         if len(ids) > left:  # the engine went past max_tokens: cut, and end there
-            return Delta(ids[:left], "length")
+            cut = None if delta.logprobs is None else delta.logprobs[:left]
+            return Delta(ids[:left], "length", logprobs=cut)
         return delta
 
     # -- the parser side ---------------------------------------------------------
@@ -553,10 +615,21 @@ class ChoiceRun:
             self._last = now
         self.completion_tokens += len(delta.ids)
         events = self._events(self._parser.feed(delta.ids))
+        logprobs = self._chosen(delta.logprobs or ())
+        self.logprobs += logprobs
         if delta.finish_reason is not None or self._stops.stopped:
             events += self._close(delta.finish_reason)
-            return Step(events, self.finish_reason)
-        return Step(events) if events else None
+            return Step(events, self.finish_reason, logprobs=logprobs)
+        return Step(events, logprobs=logprobs) if events or logprobs else None
+
+    def _chosen(self, entries: Iterable[TokenLogprob]) -> list[Chosen]:
+        """Entries with each id's text; special tokens (never in an answer) left out."""
+        tok = self._engine.tokenizer
+        return [
+            Chosen(tok.token_text(e.id), e.logprob, tuple((tok.token_text(i), p) for i, p in e.top))
+            for e in entries
+            if e.id not in tok.special_ids
+        ]
 
     async def collect(self) -> list[Event]:
         """The whole run's events (after `start()`); raises the error that ended it."""

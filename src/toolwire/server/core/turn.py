@@ -42,11 +42,12 @@ from starlette.background import BackgroundTask
 
 from toolwire.backends.base import Engine
 from toolwire.events import Event
+from toolwire.server.core.choices import Choices, choice_plans
 from toolwire.server.core.errors import ApiError, FieldError, failure, renamed
 from toolwire.server.core.fields import check_body
 from toolwire.server.core.grammars import GrammarService
 from toolwire.server.core.metrics import Metrics
-from toolwire.server.core.pipeline import ChoiceRun, Limits, Plan, plan
+from toolwire.server.core.pipeline import ChoiceRun, Limits, Plan, Run, plan
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.transport import (
     ClientGone,
@@ -91,7 +92,7 @@ class Api(Protocol[R]):
         request, and the neutral request to run. Raises `ApiError` naming the field."""
         ...
 
-    def framer(self, request: R, run: ChoiceRun) -> Framer:
+    def framer(self, request: R, run: Run) -> Framer:
         """The writer of this request's answer, streamed or whole."""
         ...
 
@@ -174,7 +175,12 @@ class Turn:
         if planned.grammar_fallback:
             self.metrics.grammar_fallbacks.labels(planned.grammar_fallback).inc()
             log.warning("grammar fallback: %s", "; ".join(planned.grammar_reasons))
-        run = ChoiceRun(self.engine, planned, self.limits, self.metrics)
+        n = planned.request.n
+        run: Run
+        if n == 1:
+            run = ChoiceRun(self.engine, planned, self.limits, self.metrics)
+        else:
+            run = Choices(self.engine, choice_plans(planned, n), self.limits, self.metrics)
         framer = api.framer(request, run)
         if planned.request.stream:
             # nothing is sent before the engine accepted the request: a refusal or a

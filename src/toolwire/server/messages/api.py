@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse, Response
 
 from toolwire.events import Event
 from toolwire.server.core.errors import ApiError, FieldError
-from toolwire.server.core.pipeline import ChoiceRun, Limits, Step
+from toolwire.server.core.pipeline import Limits, Run, Step
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.transport import sse
 from toolwire.server.core.turn import Turn
@@ -75,7 +75,7 @@ class MessagesRequest:
 class MessagesFramer:
     """The Messages API on the wire: named SSE events, an `error` event on failure."""
 
-    def __init__(self, request: MessagesRequest, run: ChoiceRun) -> None:
+    def __init__(self, request: MessagesRequest, run: Run) -> None:
         self._writer = MessageWriter(
             new_message_id(),
             request.chat.model,
@@ -120,7 +120,7 @@ class MessagesApi:
         chat = parse_messages(body, max_tools=limits.max_tools)
         return MessagesRequest(chat, thinking_omitted(body)), chat
 
-    def framer(self, request: MessagesRequest, run: ChoiceRun) -> MessagesFramer:
+    def framer(self, request: MessagesRequest, run: Run) -> MessagesFramer:
         return MessagesFramer(request, run)
 
     def error_body(self, error: ApiError) -> dict[str, Any]:
