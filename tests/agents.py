@@ -174,6 +174,18 @@ class AgentServer:
         """What the client sent to `path` (`/v1/responses`), in order."""
         return [r for r in self.proxy.requests if r.path == path]
 
+    def summary(self) -> str:
+        """What the client sent, by field, one request a line (printed with `-s`)."""
+        lines = []
+        for r in self.proxy.requests:
+            line = f"{r.method} {r.path} -> {r.status}"
+            if isinstance(r.body, dict):
+                body = r.body
+                fields = {k: _shape(k, v) for k, v in body.items()}
+                line += " " + json.dumps(fields, ensure_ascii=False)
+            lines.append(line)
+        return "\n".join(lines)
+
     def statuses(self) -> list[tuple[str, str, int]]:
         """Every request the server answered, from its access log."""
         text = self.log.read_text(errors="replace")
@@ -186,6 +198,24 @@ class AgentServer:
     def bodies(self) -> list[dict[str, Any]]:
         """The bodies toolwire sent upstream."""
         return list(self.upstream.bodies)
+
+
+def _shape(key: str, value: Any) -> Any:
+    """A field's value in short: tools by type and name, messages by role, long text cut."""
+    if key == "tools" and isinstance(value, list):
+        return [
+            f"{t.get('type', 'custom')}:{t.get('name', '')}" if isinstance(t, dict) else "?"
+            for t in value
+        ]
+    if key in ("input", "messages") and isinstance(value, list):
+        return [
+            (m.get("type") or "message") + (f"/{m['role']}" if "role" in m else "")
+            if isinstance(m, dict)
+            else "?"
+            for m in value
+        ]
+    text = json.dumps(value, ensure_ascii=False)
+    return value if len(text) <= 80 else text[:77] + "..."
 
 
 @contextlib.contextmanager

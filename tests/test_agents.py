@@ -107,6 +107,7 @@ def _fields(requests: list[Any]) -> set[str]:
 def test_codex_runs_a_tool_loop_on_its_defaults(tmp_path: Path) -> None:
     with agent_server(tmp_path, {"exec_command": {"cmd": "ls"}}) as server:
         run = codex(tmp_path, server.url, MODEL)
+        print(server.summary())
         _ran(run, server)
         sent = server.requests("/v1/responses")
         first, *later = [r.body for r in sent]
@@ -139,6 +140,7 @@ def test_claude_code_runs_a_tool_loop_on_its_defaults(tmp_path: Path) -> None:
         tmp_path, {"Bash": call}, "--served-model-name", f"{MODEL},claude-*"
     ) as server:
         run = claude(tmp_path, server.url)
+        print(server.summary())
         _ran(run, server)
         sent = server.requests("/v1/messages")
         first = sent[0].body

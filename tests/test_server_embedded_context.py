@@ -33,8 +33,9 @@ LONG = "Read this. " + "note " * 6400
 class Served:
     def __init__(self, url: str) -> None:
         self.url = url
-        self.openai = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
-        self.anthropic = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
+        # a long prompt's prefill takes a while on a busy machine: generous timeouts
+        self.openai = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=1800)
+        self.anthropic = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=1800)
 
 
 @pytest.fixture(scope="module")
