@@ -581,3 +581,14 @@ def test_chat_n_choices(rig: Rig, stream: bool) -> None:
         assert response.usage is not None and response.usage.completion_tokens == 9
     seeds = [body["seed"] for body in rig.upstream.bodies[before:]]
     assert seeds == [7, 8, 9]
+
+
+@pytest.mark.parametrize(
+    ("route", "param"),
+    [("/v1/responses", "tools[0].type"), ("/v1/messages", "tools.0.type")],
+)
+def test_a_tool_type_no_one_hosts_is_still_a_400(rig: Rig, route: str, param: str) -> None:
+    tool = {"type": "functoin", "name": "f", "parameters": {}, "input_schema": {}}
+    response = rig.post(route, _body(route, tools=[tool]))
+    assert response.status_code == 400
+    assert _param(route, response) == param and "functoin" in response.text

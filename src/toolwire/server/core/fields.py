@@ -16,7 +16,7 @@ nesting depth, and strings that are not Unicode text (lone surrogates, which JSO
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,11 +224,10 @@ class ToolFields:
     schema_required: bool
     #: What to say of another tool type: which tools are served instead.
     served: str
-    #: Whether a tool of another type is one the provider hosts (web search, file
-    #: search, computer use, MCP...): a `HostedTool` the turn drops or refuses, not an
-    #: error here; but for the types in `unserved`, which are always an error.
-    hosted: bool = False
-    unserved: frozenset[str] = frozenset()
+    #: Which other tool types are ones the provider hosts (web search, file search,
+    #: computer use, MCP...): a `HostedTool` the turn drops or refuses, not an error
+    #: here. Any other type is an error naming what is served.
+    hosted: Callable[[str], bool] = lambda kind: False
     #: Whether `{"type": "namespace", "name", "tools": [...]}` groups served tools.
     namespaces: bool = False
 
@@ -300,7 +299,7 @@ def toolset(body: Mapping[str, Any], shape: ToolFields, max_tools: int) -> ToolS
                 members.append((namespace, tool_function(entry)["name"], note, entry))
             continue
         if kind != shape.type:
-            if shape.hosted and isinstance(kind, str) and kind not in shape.unserved:
+            if isinstance(kind, str) and shape.hosted(kind):
                 hosted.append(HostedTool(where, kind))
                 continue
             raise FieldError(

@@ -31,6 +31,7 @@ API's field table names it back in errors).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,9 @@ __all__ = ["SURFACE", "parse_messages", "thinking_omitted"]
 _MAX_STOPS = 16
 _EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 _TEXT = {"text": "text"}
+#: Anthropic's server and Anthropic-defined tools: a versioned type
+#: (`web_search_20250305`, `bash_20250124`, `code_execution_20250825`...) or MCP's.
+_SERVER_TOOL = re.compile(r"[a-z][a-z0-9_]*_\d{8}|mcp_toolset")
 _TOOLS = fields.ToolFields(
     type="custom",
     default_type="custom",
@@ -52,7 +56,7 @@ _TOOLS = fields.ToolFields(
     schema="input_schema",
     schema_required=True,
     served="only client tools (name, description, input_schema)",
-    hosted=True,
+    hosted=lambda kind: _SERVER_TOOL.fullmatch(kind) is not None,
 )
 #: Context-management edits: the one applied, and those refused (with why).
 _CLEAR_THINKING = "clear_thinking_20251015"

@@ -46,7 +46,7 @@ from toolwire.server.core.errors import FieldError, Path
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.surface import Surface, accepts, acts, refuse, refuses, unknown
 
-__all__ = ["SURFACE", "ResponsesRequest", "parse_responses", "to_messages"]
+__all__ = ["HOSTED", "SURFACE", "ResponsesRequest", "parse_responses", "to_messages"]
 
 _EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh", "max"})
 _SUMMARIES = frozenset({"auto", "concise", "detailed"})
@@ -55,6 +55,28 @@ _ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text"}
 _ENCRYPTED = "reasoning.encrypted_content"
 _PLAIN: dict[str, Any] = {"format": {"type": "text"}}
+#: The tool types OpenAI runs itself (the SDK's `Tool` union, less functions,
+#: namespaces and custom tools).
+HOSTED = frozenset(
+    {
+        "file_search",
+        "computer",
+        "computer_use",
+        "computer_use_preview",
+        "web_search",
+        "web_search_2025_08_26",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "mcp",
+        "code_interpreter",
+        "programmatic_tool_calling",
+        "image_generation",
+        "local_shell",
+        "shell",
+        "tool_search",
+        "apply_patch",
+    }
+)
 _TOOLS = fields.ToolFields(
     type="function",
     default_type=None,
@@ -62,8 +84,7 @@ _TOOLS = fields.ToolFields(
     schema="parameters",
     schema_required=False,
     served="only 'function' and 'namespace' tools",
-    hosted=True,
-    unserved=frozenset({"custom"}),
+    hosted=HOSTED.__contains__,
     namespaces=True,
 )
 #: `include` values: acted on, or refused; the others name outputs of hosted tools,
