@@ -52,7 +52,9 @@ def _workdir(tmp: Path) -> Path:
     return work
 
 
-def codex(tmp: Path, url: str, model: str) -> subprocess.CompletedProcess[str]:
+def codex(
+    tmp: Path, url: str, model: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """`codex exec` with only a model provider at `url` (Codex ignores
     OPENAI_BASE_URL: a provider in its config is how its base URL is set)."""
     _cli(CODEX)
@@ -74,7 +76,7 @@ def codex(tmp: Path, url: str, model: str) -> subprocess.CompletedProcess[str]:
     ]
     env = {**home(tmp), "OPENAI_API_KEY": "sk-test"}
     return subprocess.run(
-        command, cwd=_workdir(tmp), env=env, capture_output=True, text=True, timeout=600
+        command, cwd=_workdir(tmp), env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -177,7 +179,7 @@ def test_codex_on_the_embedded_engine(tmp_path: Path) -> None:
     # sub-agent tools included), past the GGUF's 8192: a longer context, as for Claude
     flags = ("--max-tokens", "64", "--context", "16384")
     with toolwire_serve(log, *flags) as url:
-        run = codex(tmp_path, url, SMOLLM)
+        run = codex(tmp_path, url, SMOLLM, timeout=3000)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     _served(log)
     assert '"POST /v1/responses HTTP/1.1" 200' in log.read_text()
@@ -186,11 +188,11 @@ def test_codex_on_the_embedded_engine(tmp_path: Path) -> None:
 def test_claude_code_on_the_embedded_engine(tmp_path: Path) -> None:
     _cli(CLAUDE)
     log = tmp_path / "toolwire.log"
-    # Claude Code's first prompt (~20k tokens of tools and instructions) is past
-    # SmolLM2's 8192: the operator gives a longer context (llama.cpp runs it)
-    flags = ("--max-tokens", "64", "--served-model-name", "claude-*", "--context", "32768")
+    # Claude Code's first prompt (~12k tokens of tools and instructions on SmolLM2's
+    # vocabulary) is past its 8192: the operator gives a longer context (llama.cpp runs it)
+    flags = ("--max-tokens", "64", "--served-model-name", "claude-*", "--context", "16384")
     with toolwire_serve(log, *flags) as url:
-        run = claude(tmp_path, url, timeout=1500)
+        run = claude(tmp_path, url, timeout=3000)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     _served(log)
     assert '"POST /v1/messages?beta=true HTTP/1.1" 200' in log.read_text()
