@@ -10,7 +10,15 @@ under `function` in Chat Completions only), the reader takes that as a parameter
 
 `check_body` is the bound every body passes first (the turn runs it for every API):
 nesting depth, and strings that are not Unicode text (lone surrogates, which JSON's
-`\\ud800` escapes can produce). Unknown fields are ignored by every reader.
+`\\ud800` escapes can produce). Which top-level fields an API knows is its table
+(`core/surface.py`); a field no table names is reported by the turn, not here.
+
+Tools (`toolset`): a tool of the API's served type is read into the neutral shape; a
+`namespace` (Responses) is its member functions, each offered under its own name (or
+`namespace__name` where that is taken), remembered so the answer names the member
+and its namespace as the client declared them; a tool of a type the provider hosts
+(`ToolFields.hosted`) is a `HostedTool`, not offered (the turn drops or refuses it);
+a `defer_loading` tool is kept aside until the conversation references it.
 """
 
 from __future__ import annotations

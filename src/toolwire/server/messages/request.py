@@ -20,10 +20,19 @@ Content blocks map to chat messages as the model's chat template expects them:
 All of it goes through `render_prompt` with isolation on: delimiter text in a tool
 result reaches the model as ordinary sub-word ids.
 
+- a `system` message inside `messages` is a system message in its place (hidden by
+  `clear_at: next_user_message` once a later user message exists; its
+  `output_config.effort`, the last one given, is the template's `reasoning_effort`);
+- a `tool_reference` block in a tool result loads the deferred (`defer_loading`) tool
+  it names: offered from then on; in the prompt it reads `Tool loaded: NAME`;
+- `context_management`'s `clear_thinking_20251015` keeps the thinking of the last
+  `keep` turns that thought (default 1) and drops the rest from the prompt;
+- server tools (a versioned type, `mcp_toolset`) are hosted tools: not offered.
+
 Every rejection is a `FieldError` (a 400) naming the field; Anthropic's error shape
 spells it first in the message, dotted (`messages.1.content.0.tool_use_id: ...`).
-Features this server cannot honour (images, documents, server tools, a final
-assistant message to continue, `top_k`) are rejected by name.
+Every top-level field is in `SURFACE` (images, documents, a final assistant message
+to continue, `top_k` and the like are refused by name); the turn reports any other.
 `output_config.format` (a JSON schema) becomes the pipeline's `response_format` (the
 API's field table names it back in errors).
 """

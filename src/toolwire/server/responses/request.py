@@ -29,9 +29,16 @@ output or a user's text reaches the model as ordinary sub-word ids.
 the answer is kept to the schema by the structural tag (the API's field table names
 it back `text.format` in errors, and the pipeline's `messages` `input`).
 
+Tools: `function` tools; `namespace` tools as their member functions (a
+`function_call` item's `namespace` maps back to the name its member was offered as);
+hosted tools (`HOSTED`: web search, file search, computer use, MCP...) are not offered
+and reach the turn as `hosted_tools`. `developer` and `system` messages anywhere in
+`input` keep their place.
+
 Every rejection is a `FieldError` (a 400) naming the field (`input[2].call_id`,
-`tools[0].type`, `max_output_tokens`). Features this server cannot honour (hosted
-tools, images and files, background mode) are rejected by name rather than ignored.
+`tools[0].type`, `max_output_tokens`). Every top-level field is in `SURFACE`, acted on,
+accepted or refused by name (images and files, background mode...); the turn reports
+any other.
 """
 
 from __future__ import annotations
