@@ -179,7 +179,7 @@ def test_codex_on_the_embedded_engine(tmp_path: Path) -> None:
     # sub-agent tools included), past the GGUF's 8192: a longer context, as for Claude
     flags = ("--max-tokens", "64", "--context", "16384")
     with toolwire_serve(log, *flags) as url:
-        run = codex(tmp_path, url, SMOLLM, timeout=3000)
+        run = codex(tmp_path, url, SMOLLM, timeout=900)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     _served(log)
     assert '"POST /v1/responses HTTP/1.1" 200' in log.read_text()
@@ -192,7 +192,7 @@ def test_claude_code_on_the_embedded_engine(tmp_path: Path) -> None:
     # vocabulary) is past its 8192: the operator gives a longer context (llama.cpp runs it)
     flags = ("--max-tokens", "64", "--served-model-name", "claude-*", "--context", "16384")
     with toolwire_serve(log, *flags) as url:
-        run = claude(tmp_path, url, timeout=3000)
+        run = claude(tmp_path, url, timeout=900)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     _served(log)
     assert '"POST /v1/messages?beta=true HTTP/1.1" 200' in log.read_text()
