@@ -41,7 +41,9 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with toolwire_serve(log, "--max-tokens", "8") as url:
+    # no server-side limit: on a loaded machine a 6.5k-token prefill can pass the default
+    # 600 s; the clients' own timeouts bound each request
+    with toolwire_serve(log, "--max-tokens", "8", "--timeout", "0") as url:
         yield Served(url)
 
 
