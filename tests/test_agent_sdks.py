@@ -374,8 +374,8 @@ def _tag(body: dict[str, Any]) -> Any:
 
 # -- forced calls on the embedded engine (SmolLM2): what the clients need ----------------------
 
-#: Forced calls that end (one call, then the turn ends) are issue 26's third part, done
-#: beside this one: until it is in, these cases are expected to fail.
+#: Forced calls that end (one call, then the turn ends) are not yet in the embedded
+#: engine's grammar and stopping: until they are, these cases are expected to fail.
 FORCED_ENDS = pytest.mark.xfail(
     reason="forced calls end after one call on the embedded engine: the grammar/stopping "
     "change that makes `required`/`any` with parallel calls off stop at the call's end",
