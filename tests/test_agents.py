@@ -172,12 +172,18 @@ def _served(log: Path) -> None:
     assert not bad, text[-4000:]
 
 
+#: No server-side request limit on the embedded runs: a first prompt of 9-12k tokens can
+#: take longer than the default 600 s to prefill on a busy machine; the client's own
+#: timeout (15 minutes) bounds each run.
+_UNBOUNDED = ("--timeout", "0")
+
+
 def test_codex_on_the_embedded_engine(tmp_path: Path) -> None:
     _cli(CODEX)
     log = tmp_path / "toolwire.log"
     # Codex's first prompt on SmolLM2's vocabulary is ~9.2k tokens (its namespace of
     # sub-agent tools included), past the GGUF's 8192: a longer context, as for Claude
-    flags = ("--max-tokens", "64", "--context", "16384")
+    flags = ("--max-tokens", "64", "--context", "16384", *_UNBOUNDED)
     with toolwire_serve(log, *flags) as url:
         run = codex(tmp_path, url, SMOLLM, timeout=900)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
@@ -190,7 +196,15 @@ def test_claude_code_on_the_embedded_engine(tmp_path: Path) -> None:
     log = tmp_path / "toolwire.log"
     # Claude Code's first prompt (~12k tokens of tools and instructions on SmolLM2's
     # vocabulary) is past its 8192: the operator gives a longer context (llama.cpp runs it)
-    flags = ("--max-tokens", "64", "--served-model-name", "claude-*", "--context", "16384")
+    flags = (
+        "--max-tokens",
+        "64",
+        "--served-model-name",
+        "claude-*",
+        "--context",
+        "16384",
+        *_UNBOUNDED,
+    )
     with toolwire_serve(log, *flags) as url:
         run = claude(tmp_path, url, timeout=900)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
