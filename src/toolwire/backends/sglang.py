@@ -64,7 +64,10 @@ class SglangEngine:
         self.format = format
         self.template = template
         self.max_prompt_tokens = max_prompt_tokens
+        #: The upstream's `max_model_len` (`backends.context.upstream_context`).
+        self.context_length: int | None = None
         self.constrains = True
+        self.logprobs = False  # /generate's logprobs are not read here yet
         self.warnings: list[str] = []
 
     async def stream(self, generation: Generation) -> AsyncIterator[Delta]:

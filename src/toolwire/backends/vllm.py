@@ -7,7 +7,9 @@ Request body (fields of vLLM's `CompletionRequest`)::
      "skip_special_tokens": false,       # special tokens stay in the text, too
      "add_special_tokens": false,        # the prompt ids are final (no BOS added)
      "structured_outputs": {"structural_tag": "<tag as JSON>"},
-     "temperature", "top_p", "seed"}     # only when the request set them
+     "temperature", "top_p", "seed",     # only when the request set them
+     "logprobs": k, "return_tokens_as_token_ids": true}   # only when asked: each
+                                         # chunk's choices[].logprobs, by id
 
 The server never sends `stop` strings upstream: they are matched on parsed content.
 
@@ -26,11 +28,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from toolwire.backends.base import Delta, EngineError, Generation
+from toolwire.backends.base import Delta, EngineError, Generation, TokenLogprob
 from toolwire.backends.remote import RemoteClient, token_ids
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["VllmEngine", "completion_body", "rejects_tag"]
+__all__ = ["VllmEngine", "completion_body", "read_logprobs", "rejects_tag"]
 
 log = logging.getLogger("toolwire.backends.vllm")
 
@@ -63,7 +65,31 @@ def completion_body(generation: Generation, model: str) -> dict[str, Any]:
             body[name] = value
     if generation.structural_tag is not None:
         body["structured_outputs"] = {"structural_tag": json.dumps(generation.structural_tag)}
+    if generation.logprobs is not None:
+        # alternatives named by id ("token_id:123"), never by text
+        body["logprobs"] = generation.logprobs
+        body["return_tokens_as_token_ids"] = True
     return body
+
+
+def read_logprobs(logprobs: Any, ids: list[int], top: int) -> list[TokenLogprob]:
+    """vLLM's completion `logprobs` of one chunk (`token_logprobs`, `top_logprobs` keyed
+    `token_id:N`) as one entry per id of the chunk."""
+    if not isinstance(logprobs, dict):
+        raise EngineError("vLLM returned no logprobs for a request that asked for them")
+    chosen = logprobs.get("token_logprobs")
+    alternatives = logprobs.get("top_logprobs") or [None] * len(ids)
+    if not isinstance(chosen, list) or len(chosen) != len(ids) or len(alternatives) != len(ids):
+        raise EngineError("vLLM's logprobs do not match its token_ids")
+    out = []
+    for token, value, options in zip(ids, chosen, alternatives, strict=True):
+        ranked: list[tuple[int, float]] = []
+        for key, number in (options or {}).items():
+            if isinstance(key, str) and key.startswith("token_id:"):
+                ranked.append((int(key.split(":", 1)[1]), float(number)))
+        ranked.sort(key=lambda pair: -pair[1])
+        out.append(TokenLogprob(token, float(value or 0.0), tuple(ranked[:top])))
+    return out
 
 
 class VllmEngine:
@@ -88,7 +114,10 @@ class VllmEngine:
         self.format = format
         self.template = template
         self.max_prompt_tokens = max_prompt_tokens
+        #: The upstream's `max_model_len` (`backends.context.upstream_context`).
+        self.context_length: int | None = None
         self.constrains = True
+        self.logprobs = True
         self.warnings: list[str] = []
 
     async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
@@ -127,7 +156,10 @@ class VllmEngine:
                         "supported by this vLLM version?"
                     )
                 ids = [] if ids is None else token_ids(ids, "vLLM's choices[].token_ids")
-                yield Delta(list(ids), _reason(reason))
+                logprobs = None
+                if generation.logprobs is not None and ids:
+                    logprobs = read_logprobs(choice.get("logprobs"), ids, generation.logprobs)
+                yield Delta(list(ids), _reason(reason), logprobs=logprobs)
                 if reason is not None:
                     return
         raise EngineError("vLLM ended the stream without a finish_reason")

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from toolwire.backends.base import Engine
 from toolwire.server.app import create_app, startup_warnings
-from toolwire.server.config import ServerConfig
+from toolwire.server.config import ServerConfig, served_names
 from toolwire.server.core.grammars import GrammarSettings
 from toolwire.server.core.pipeline import Limits, warm_up
 from toolwire.server.engines import build_engine
@@ -28,6 +28,8 @@ def limits_from(config: ServerConfig) -> Limits:
         max_body_bytes=config.max_body_bytes,
         max_tools=config.max_tools,
         max_nesting=config.max_nesting,
+        hosted_tools=config.hosted_tools,
+        model_aliases=served_names(config)[1],
     )
 
 
@@ -53,10 +55,11 @@ def build_app(config: ServerConfig) -> FastAPI:
     """Everything `serve` does before listening: engine, warnings, warm-up, app."""
     engine = build_engine(config)
     log.info(
-        "serving %r on the %s engine, format %r, at http://%s:%d",
+        "serving %r on the %s engine, format %r, context %s, at http://%s:%d",
         engine.model,
         config.engine,
         engine.format,
+        engine.context_length or "unknown",
         config.host,
         config.port,
     )

@@ -28,6 +28,12 @@ Invariants:
   whether by completion, stop string, error, timeout or the client going away; the
   run's tokens are counted once, however it ended.
 * A request that declares no tools parses with `tools=[]`: no call can be returned.
+* The prompt fits the model: at most its context less one id (the context is the
+  GGUF's training context, or the upstream's `max_model_len`), or
+  `--max-prompt-tokens`; past it, a 400 naming the messages (each API's own field).
+  The output budget is what the request asked, cut to the context the prompt leaves
+  (a client asking for 128000 tokens of an 8192-token model gets what fits, and
+  `length` when it runs out), never a refusal.
 * Errors name the neutral request's fields (`messages`, `tools`, `response_format`);
   each API's field table renames them to its own.
 """
@@ -38,11 +44,12 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from fnmatch import fnmatchcase
+from typing import Any, Protocol
 
-from toolwire.backends.base import Delta, Engine, EngineError, Generation
+from toolwire.backends.base import Delta, Engine, EngineError, Generation, TokenLogprob
 from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin
 from toolwire.grammar import structural_tag_with_reason
@@ -56,7 +63,19 @@ from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.stops import StopMatcher
 from toolwire.server.core.watch import CallWatch
 
-__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "finish_reason", "plan", "warm_up"]
+__all__ = [
+    "ChoiceRun",
+    "Chosen",
+    "Limits",
+    "Plan",
+    "Run",
+    "Step",
+    "finish_reason",
+    "plan",
+    "prompt_limit",
+    "serves",
+    "warm_up",
+]
 
 log = logging.getLogger("toolwire.server")
 
@@ -77,6 +96,12 @@ class Limits:
     max_tools: int = 128
     #: Deepest JSON nesting accepted anywhere in a request body.
     max_nesting: int = 64
+    #: Declared hosted tools (web search, MCP...): "drop" (not offered, said in a
+    #: header and a metric) or "refuse" (a 400 naming the tool).
+    hosted_tools: str = "drop"
+    #: More model names a request may send for the engine's model: names, or
+    #: `fnmatch` patterns (`claude-*`, `*`).
+    model_aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +118,16 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class Chosen:
+    """A returned token: its text (the id's, as the parser read it), its log
+    probability, and the most likely alternatives (text, log probability), best first."""
+
+    text: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Step:
     """Events from one engine delta; the last step carries the finish reason, or the
     error that ended the run (then `finish_reason` is None)."""
@@ -102,6 +137,42 @@ class Step:
     finish_reason: str | None = None
     #: Why the run ended early; each API formats it in its own error shape.
     error: ApiError | None = None
+    #: The log probabilities of the ids this step fed the parser (when asked), but
+    #: special tokens, which never reach the answer.
+    logprobs: list[Chosen] = field(default_factory=list)
+    #: The choice this step belongs to (Chat Completions' `n`).
+    choice: int = 0
+
+
+class Run(Protocol):
+    """What a framer reads of a running request: one `ChoiceRun`, or the `Choices` of
+    an `n` > 1 request (`core/choices.py`)."""
+
+    # the finish reason, the stop string that ended it, and the log probabilities are
+    # the first choice's, for `Choices`
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def completion_tokens(self) -> int: ...
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+    @property
+    def logprobs(self) -> list[Chosen]: ...
+
+    @property
+    def stop_string(self) -> str | None: ...
+
+    async def start(self) -> None: ...
+
+    def steps(self) -> AsyncIterator[Step]: ...
+
+    async def collect(self) -> list[Event]: ...
+
+    async def aclose(self) -> None: ...
 
 
 def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> str:
@@ -110,6 +181,45 @@ def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> st
     if engine_reason == "length" and not stopped:
         return "length"
     return "tool_calls" if calls else "stop"
+
+
+def serves(engine: Engine, limits: Limits, model: str) -> bool:
+    """Whether `model` names the engine's model (its name, or an alias or pattern)."""
+    return model == engine.model or any(fnmatchcase(model, p) for p in limits.model_aliases)
+
+
+def prompt_limit(engine: Engine) -> tuple[int | None, str]:
+    """The most prompt ids the engine takes, and where that bound comes from: the
+    model's context less one id for the answer, or `--max-prompt-tokens` if lower."""
+    bounds: list[tuple[int, str]] = []
+    if engine.context_length is not None:
+        bounds.append(
+            (
+                engine.context_length - 1,
+                f"the model's context of {engine.context_length} tokens, less one for the answer",
+            )
+        )
+    if engine.max_prompt_tokens is not None:
+        bounds.append((engine.max_prompt_tokens, "--max-prompt-tokens"))
+    if not bounds:
+        return None, ""
+    return min(bounds)
+
+
+def _sized(engine: Engine, prompt: Prompt, asked: int) -> int:
+    """The output budget: what was asked, within the context the prompt leaves; a
+    prompt past the engine's bound is a 400 naming the messages."""
+    limit, why = prompt_limit(engine)
+    if limit is not None and len(prompt.ids) > limit:
+        raise ApiError(
+            400,
+            f"the prompt is {len(prompt.ids)} tokens, more than this server takes ({limit}: {why})",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    if engine.context_length is None:
+        return asked
+    return max(1, min(asked, engine.context_length - len(prompt.ids)))
 
 
 def _render(engine: Engine, request: ChatRequest) -> Prompt:
@@ -123,7 +233,6 @@ def _render(engine: Engine, request: ChatRequest) -> Prompt:
             add_generation_prompt=True,
             isolate=True,
             template_kwargs=request.template_kwargs or None,
-            max_prompt_tokens=engine.max_prompt_tokens,
         )
     except PromptError as exc:
         raise ApiError(
@@ -207,12 +316,20 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
     Blocking (template rendering, tokenization, grammar checks): servers run it off
     the event loop.
     """
-    if request.model != engine.model:
+    if not serves(engine, limits, request.model):
+        also = "".join(f", {a!r}" for a in limits.model_aliases)
         raise ApiError(
             404,
-            f"The model {request.model!r} does not exist; this server serves {engine.model!r}",
+            f"The model {request.model!r} does not exist; this server serves "
+            f"{engine.model!r}{also} (--served-model-name)",
             param="model",
             code="model_not_found",
+        )
+    if request.top_logprobs is not None and not engine.logprobs:
+        raise ApiError(
+            400,
+            "logprobs are not available on this engine (the embedded engine and vLLM return them)",
+            param="logprobs",
         )
     if request.response_format is not None and request.tools and request.tool_choice != "none":
         raise ApiError(
@@ -225,11 +342,12 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
     tag, fallback, reasons = _structural_tag(engine, request, in_reasoning)
     generation = Generation(
         prompt_ids=list(prompt.ids),
-        max_tokens=request.max_tokens or limits.default_max_tokens,
+        max_tokens=_sized(engine, prompt, request.max_tokens or limits.default_max_tokens),
         temperature=request.temperature,
         top_p=request.top_p,
         seed=request.seed,
         structural_tag=tag,
+        logprobs=request.top_logprobs,
         fallback_tag=(
             _relaxed_tag(engine, request, in_reasoning)
             if tag is not None and request.response_format is None
@@ -320,6 +438,8 @@ class ChoiceRun:
         self.completion_tokens = 0
         self.calls = 0
         self.finish_reason: str | None = None
+        #: Every step's log probabilities so far (when asked).
+        self.logprobs: list[Chosen] = []
         self._stream: AsyncIterator[Delta] | None = None
         self._first: Delta | None = None
         self._started = 0.0
@@ -395,9 +515,14 @@ class ChoiceRun:
                 )
         if delta.finish_reason not in (None, "stop", "length"):
             raise EngineError(f"the engine returned finish reason {delta.finish_reason!r}")
+        if self._plan.generation.logprobs is not None and (
+            delta.logprobs is None or len(delta.logprobs) != len(ids)
+        ):
+            raise EngineError("the engine returned no log probability for some ids")
         left = self._budget - self.completion_tokens
         if len(ids) > left:  # the engine went past max_tokens: cut, and end there
-            return Delta(ids[:left], "length")
+            cut = None if delta.logprobs is None else delta.logprobs[:left]
+            return Delta(ids[:left], "length", logprobs=cut)
         return delta
 
     # -- the parser side ---------------------------------------------------------
@@ -490,10 +615,21 @@ class ChoiceRun:
             self._last = now
         self.completion_tokens += len(delta.ids)
         events = self._events(self._parser.feed(delta.ids))
+        logprobs = self._chosen(delta.logprobs or ())
+        self.logprobs += logprobs
         if delta.finish_reason is not None or self._stops.stopped:
             events += self._close(delta.finish_reason)
-            return Step(events, self.finish_reason)
-        return Step(events) if events else None
+            return Step(events, self.finish_reason, logprobs=logprobs)
+        return Step(events, logprobs=logprobs) if events or logprobs else None
+
+    def _chosen(self, entries: Iterable[TokenLogprob]) -> list[Chosen]:
+        """Entries with each id's text; special tokens (never in an answer) left out."""
+        tok = self._engine.tokenizer
+        return [
+            Chosen(tok.token_text(e.id), e.logprob, tuple((tok.token_text(i), p) for i, p in e.top))
+            for e in entries
+            if e.id not in tok.special_ids
+        ]
 
     async def collect(self) -> list[Event]:
         """The whole run's events (after `start()`); raises the error that ended it."""

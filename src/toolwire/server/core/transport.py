@@ -30,7 +30,7 @@ from fastapi import Request
 from toolwire.events import Event
 from toolwire.server.core.errors import ApiError, failure
 from toolwire.server.core.metrics import Metrics
-from toolwire.server.core.pipeline import ChoiceRun, Step
+from toolwire.server.core.pipeline import Run, Step
 
 __all__ = ["ClientGone", "Framer", "read_json", "sse", "stream", "unless_disconnected"]
 
@@ -132,7 +132,7 @@ class Framer(Protocol):
         ...
 
 
-async def stream(run: ChoiceRun, framer: Framer, metrics: Metrics) -> AsyncIterator[bytes]:
+async def stream(run: Run, framer: Framer, metrics: Metrics) -> AsyncIterator[bytes]:
     """The response body of a started run: always ends with `framer.closing()`."""
     try:
         for data in framer.opening():

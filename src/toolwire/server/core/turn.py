@@ -7,7 +7,8 @@ calls the neutral request's fields (`fields`). Everything else is this one path:
     HTTP body --read_json()--> JSON (413 past the size bound, 400 if not JSON)
       --check_body()--> within the nesting bound, Unicode text only
       --Api.adapt()--> (the API's request, the neutral ChatRequest)   } off the
-      --plan()--> Plan: prompt ids (isolation on), the structural tag } event loop
+      --hosted tools: refused (400) or dropped (header, metric)       } event
+      --plan()--> Plan: prompt ids (isolation on), the structural tag } loop
       --GrammarService.prepare()--> the tag compiled (cached, one compile per tag,
                                     bounded wait) or served under its fallback
       --ChoiceRun--> engine ids --Parser--> events --stop strings--> steps
@@ -20,13 +21,19 @@ is a plain status (400 naming the field, 404, 413, 502, 504) in the API's error 
 ends the stream with (Chat: an `error` chunk and `[DONE]`; Responses:
 `response.failed`; Messages: an `error` event). A client that goes away is 499. Every
 answer is counted in `toolwire_requests_total{route, status}`.
+
+What a request declared and the server does not act on is said, never silent: hosted
+tools not offered are named in the `toolwire-hosted-tools-dropped` header and counted
+by type (with `Limits.hosted_tools == "refuse"` they are a 400 naming the tool), and
+top-level fields no API table names are named in `toolwire-fields-ignored`, logged
+and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
@@ -35,11 +42,12 @@ from starlette.background import BackgroundTask
 
 from toolwire.backends.base import Engine
 from toolwire.events import Event
-from toolwire.server.core.errors import ApiError, failure, renamed
+from toolwire.server.core.choices import Choices, choice_plans
+from toolwire.server.core.errors import ApiError, FieldError, failure, renamed
 from toolwire.server.core.fields import check_body
 from toolwire.server.core.grammars import GrammarService
 from toolwire.server.core.metrics import Metrics
-from toolwire.server.core.pipeline import ChoiceRun, Limits, Plan, plan
+from toolwire.server.core.pipeline import ChoiceRun, Limits, Plan, Run, plan
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.transport import (
     ClientGone,
@@ -49,7 +57,7 @@ from toolwire.server.core.transport import (
     unless_disconnected,
 )
 
-__all__ = ["Api", "Turn"]
+__all__ = ["HOSTED_HEADER", "IGNORED_HEADER", "Api", "Turn"]
 
 log = logging.getLogger("toolwire.server")
 
@@ -59,6 +67,15 @@ R = TypeVar("R")
 CLIENT_GONE = 499
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+HOSTED_HEADER = "toolwire-hosted-tools-dropped"
+IGNORED_HEADER = "toolwire-fields-ignored"
+
+
+def _header(names: Iterable[str]) -> str:
+    """Names as one header value: printable ASCII only (header values are Latin-1),
+    each once, at most 2000 characters."""
+    shown = [n for n in dict.fromkeys(names) if n.isascii() and n.isprintable()]
+    return ", ".join(shown)[:2000]
 
 
 class Api(Protocol[R]):
@@ -75,7 +92,7 @@ class Api(Protocol[R]):
         request, and the neutral request to run. Raises `ApiError` naming the field."""
         ...
 
-    def framer(self, request: R, run: ChoiceRun) -> Framer:
+    def framer(self, request: R, run: Run) -> Framer:
         """The writer of this request's answer, streamed or whole."""
         ...
 
@@ -126,17 +143,44 @@ class Turn:
         def work() -> tuple[R, Plan]:
             check_body(body, self.limits.max_nesting)
             request, chat = adapt(body, self.limits)
+            if self.limits.hosted_tools == "refuse" and chat.hosted_tools:
+                hosted = chat.hosted_tools[0]
+                raise FieldError(
+                    hosted.path,
+                    f"is a hosted tool ({hosted.type!r}) that this server cannot run "
+                    "(it refuses them: --hosted-tools refuse)",
+                )
             return request, plan(self.engine, chat, self.limits)
 
         return await asyncio.to_thread(work)
 
+    def _said(self, route: str, chat: ChatRequest) -> dict[str, str]:
+        """The headers naming what the request declared and is not acted on; counted."""
+        headers: dict[str, str] = {}
+        if chat.hosted_tools:
+            kinds = [tool.type for tool in chat.hosted_tools]
+            for kind in kinds:
+                self.metrics.hosted_tools.labels(kind).inc()
+            headers[HOSTED_HEADER] = _header(kinds)
+        if chat.unknown_fields:
+            self.metrics.unknown_fields.labels(route).inc(len(chat.unknown_fields))
+            log.warning("%s: fields not acted on: %r", route, list(chat.unknown_fields))
+            headers[IGNORED_HEADER] = _header(chat.unknown_fields)
+        return headers
+
     async def _turn(self, api: Api[Any], http: Request) -> Response:
         request, planned = await self.plan(await self.read(http), api.adapt)
+        said = self._said(api.route, planned.request)
         planned = await self.grammars.prepare(planned)
         if planned.grammar_fallback:
             self.metrics.grammar_fallbacks.labels(planned.grammar_fallback).inc()
             log.warning("grammar fallback: %s", "; ".join(planned.grammar_reasons))
-        run = ChoiceRun(self.engine, planned, self.limits, self.metrics)
+        n = planned.request.n
+        run: Run
+        if n == 1:
+            run = ChoiceRun(self.engine, planned, self.limits, self.metrics)
+        else:
+            run = Choices(self.engine, choice_plans(planned, n), self.limits, self.metrics)
         framer = api.framer(request, run)
         if planned.request.stream:
             # nothing is sent before the engine accepted the request: a refusal or a
@@ -145,7 +189,7 @@ class Turn:
             return StreamingResponse(
                 stream(run, framer, self.metrics),
                 media_type="text/event-stream",
-                headers=_SSE_HEADERS,
+                headers={**_SSE_HEADERS, **said},
                 background=BackgroundTask(run.aclose),
             )
 
@@ -153,4 +197,4 @@ class Turn:
             await run.start()
             return await run.collect()
 
-        return JSONResponse(framer.whole(await unless_disconnected(http, whole())))
+        return JSONResponse(framer.whole(await unless_disconnected(http, whole())), headers=said)

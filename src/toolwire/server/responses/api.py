@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response
 
 from toolwire.events import Event
 from toolwire.server.core.errors import ApiError, openai_error
-from toolwire.server.core.pipeline import ChoiceRun, Limits, Step
+from toolwire.server.core.pipeline import Limits, Run, Step
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.transport import sse
 from toolwire.server.core.turn import Turn
@@ -39,7 +39,7 @@ __all__ = ["ResponsesApi", "ResponsesFramer", "add_routes"]
 class ResponsesFramer:
     """The Responses API on the wire: named SSE events; stored once it completes."""
 
-    def __init__(self, request: ResponsesRequest, run: ChoiceRun, store: ResponseStore) -> None:
+    def __init__(self, request: ResponsesRequest, run: Run, store: ResponseStore) -> None:
         self._writer = ResponseWriter(request, new_id("resp"), request.model, int(time.time()))
         self._run = run
         self._request = request
@@ -95,7 +95,7 @@ class ResponsesApi:
             history = self.store.history(request.previous_response_id)
         return request, request.chat(history)
 
-    def framer(self, request: ResponsesRequest, run: ChoiceRun) -> ResponsesFramer:
+    def framer(self, request: ResponsesRequest, run: Run) -> ResponsesFramer:
         return ResponsesFramer(request, run, self.store)
 
     def error_body(self, error: ApiError) -> dict[str, Any]:
