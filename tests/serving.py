@@ -148,6 +148,7 @@ class ScriptedUpstream:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     refuse: int | None = None  # answer every request with this HTTP status
+    default: Script | None = None  # answered when no script is queued (None: no ids)
 
     def app(self) -> Starlette:
         path = "/v1/completions" if self.protocol == "vllm" else "/generate"
@@ -158,7 +159,7 @@ class ScriptedUpstream:
         self.bodies.append(body)
         if self.refuse is not None:
             return JSONResponse({"error": {"message": "refused"}}, status_code=self.refuse)
-        script = self.scripts.pop(0) if self.scripts else Script([])
+        script = self.scripts.pop(0) if self.scripts else (self.default or Script([]))
         return StreamingResponse(self._events(script), media_type="text/event-stream")
 
     def _payload(self, chunk: list[int], total: list[int], reason: str | None) -> dict[str, Any]:
