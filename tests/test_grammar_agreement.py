@@ -27,6 +27,9 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
+import sys
+import textwrap
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -36,18 +39,18 @@ import numpy as np
 import pytest
 
 from tests import cases
+from tests.data import ROOT
 from tests.grammar_support import accepts, bfcl, compile_tag, walk, xgr
 from toolwire import Message, Parser, Tokenizer, formats
+from toolwire.formats.spec import AnchoredShape, HeaderShape, Shape
 from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
-from toolwire.grammar.anchored import ANCHORED
-from toolwire.grammar.api import WHOLE
 from toolwire.grammar.schema import normalize
-from toolwire.grammar.shapes import SHAPES, Shape
 
-#: Mistral's test tokenizer is mistral-common's (no `tokenizers` backend), from which
-#: XGrammar's TokenizerInfo cannot be built here; its tag is checked in test_grammar.py.
+#: Every format that carries a grammar. Mistral's test tokenizer is mistral-common's
+#: (no `tokenizers` backend), from which XGrammar's TokenizerInfo cannot be built here;
+#: its tag is checked in test_grammar.py.
 SUPPORTED = [
-    name for name in formats.names() if (name in SHAPES or name in WHOLE) and name != "mistral"
+    name for name in formats.names() if formats.get(name).grammar is not None and name != "mistral"
 ]
 _STEP = 10
 _WALK_SETS = 10
@@ -63,16 +66,34 @@ def _schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {t["name"]: normalize(t.get("parameters"))[0] for t in tools}
 
 
+def _shape(fmt: str) -> Shape:
+    """The format's shape of delimited calls (an empty one for the other kinds)."""
+    shape = formats.get(fmt).grammar
+    return shape if isinstance(shape, Shape) else _NO_SHAPE
+
+
+def _pythonic_list(fmt: str) -> bool:
+    grammar = formats.get(fmt).grammar
+    return isinstance(grammar, AnchoredShape) and grammar.style == "pythonic"
+
+
+def _anchor(fmt: str) -> str | None:
+    """The characters a line-anchored format's call list begins with, else None."""
+    spec = formats.get(fmt)
+    if isinstance(spec.grammar, AnchoredShape) and spec.anchor is not None:
+        return spec.anchor.begins
+    return None
+
+
 def _ordered(args: Mapping[str, Any], schema: Mapping[str, Any], fmt: str) -> dict[str, Any]:
     order = list(schema.get("properties") or {})
-    if SHAPES.get(fmt, _NO_SHAPE).sort_keys:
+    if _shape(fmt).sort_keys:
         order.sort()
     return {k: args[k] for k in sorted(args, key=lambda k: order.index(k) if k in order else 0)}
 
 
-def _tag(fmt: str, tools: list[dict[str, Any]], **kw: Any) -> TagResult:
+def _tag(fmt: str, tok: Tokenizer, tools: list[dict[str, Any]], **kw: Any) -> TagResult:
     """The token-level tag where the format supports it with its tokenizer, else text."""
-    tok = cases.tokenizer(fmt)
     result = structural_tag_with_reason(fmt, tools, tokenizer=tok, in_reasoning=False, **kw)
     if result.tag is None:
         result = structural_tag_with_reason(fmt, tools, in_reasoning=False, **kw)
@@ -82,7 +103,10 @@ def _tag(fmt: str, tools: list[dict[str, Any]], **kw: Any) -> TagResult:
 
 @pytest.mark.parametrize("fmt", SUPPORTED)
 def test_ground_truth_is_accepted(fmt: str) -> None:
-    tok = cases.tokenizer(fmt)
+    check_ground_truth(fmt, cases.tokenizer(fmt))
+
+
+def check_ground_truth(fmt: str, tok: Tokenizer) -> None:
     spec = formats.get(fmt)
     checked = invalid = 0
     rejected = []
@@ -98,7 +122,7 @@ def test_ground_truth_is_accepted(fmt: str) -> None:
         assert not any(d in json.dumps(ordered) for d in spec.delimiters)
         text = spec.render_output(calls=ordered)
         for policy in [_FAST] + ([GrammarPolicy()] if n % 25 == 0 else []):
-            result = _tag(fmt, tools, policy=policy)
+            result = _tag(fmt, tok, tools, policy=policy)
             if not accepts(compile_tag(result.tag or {}, tok), tok.encode(text)):
                 rejected.append((case_id, policy, text))
         checked += 1
@@ -116,12 +140,14 @@ def _parse(fmt: str, tok: Tokenizer, tools: Any, ids: list[int], token_level: bo
 
 def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: list[str]) -> int:
     """How many calls the grammar opened in this output."""
-    if fmt == "gpt_oss":  # only a call ends with <|call|>
-        return ids.count(tok.encode("<|call|>")[0])
-    if fmt == "llama3_json":
-        return tok.decode(ids).count('{"name": "')
-    shape = SHAPES.get(fmt, _NO_SHAPE)
-    if fmt == "pythonic" or shape.style == "pythonic":
+    spec = formats.get(fmt)
+    grammar = spec.grammar
+    if isinstance(grammar, HeaderShape):  # only a call ends with the call's close
+        return ids.count(tok.encode(spec.call[1] or "")[0])
+    if isinstance(grammar, AnchoredShape) and grammar.style == "json":
+        return tok.decode(ids).count(grammar.head.split("{name}")[0])
+    shape = _shape(fmt)
+    if _pythonic_list(fmt) or shape.style == "pythonic":
         alternatives = "|".join(re.escape(n) for n in names)
         return len(re.findall(rf"(?:\[|, )(?:{alternatives})\(", tok.decode(ids)))
     if shape.items is not None:  # a list of JSON calls: count the items' heads
@@ -143,7 +169,10 @@ def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: 
 
 @pytest.mark.parametrize("fmt", SUPPORTED)
 def test_walks_parse_into_valid_calls(fmt: str) -> None:
-    tok = cases.tokenizer(fmt)
+    check_walks(fmt, cases.tokenizer(fmt))
+
+
+def check_walks(fmt: str, tok: Tokenizer) -> None:
     spec = formats.get(fmt)
     rng = random.Random(f"walk-{fmt}")
     sets = bfcl()[:: len(bfcl()) // _WALK_SETS][:_WALK_SETS]
@@ -156,16 +185,17 @@ def test_walks_parse_into_valid_calls(fmt: str) -> None:
     # namespace token stands before every tag).
     finish += tuple(i for i in prefer if any(tok.encode(m)[:1] == [i] for m in spec.marks))
     # Tokens that spell the ends of values and bodies (XML styles close values in text).
-    enders = ["</parameter>", SHAPES.get(fmt, _NO_SHAPE).tail, '"', "}", "]", *spec.marks]
-    enders += [")"] if fmt == "pythonic" else []
+    enders = ["</parameter>", _shape(fmt).tail, '"', "}", "]", *spec.marks]
+    enders += [")"] if _pythonic_list(fmt) else []
     finish += tuple(i for text in enders if text for i in tok.encode(text, delimiters=False))
     sequences = tuple(tuple(tok.encode(m, delimiters=False)) for m in spec.marks)
     done, called, disagreements = 0, 0, []
     for n, (case_id, tools, _) in enumerate(sets):
         # Line-anchored calls open only at a line start: every other set is walked
         # with tool_choice "required" so that enough walks reach the calls.
-        required = fmt in ANCHORED and n % 2 == 1
-        result = _tag(fmt, tools, tool_choice="required" if required else "auto")
+        anchor = _anchor(fmt)
+        required = anchor is not None and n % 2 == 1
+        result = _tag(fmt, tok, tools, tool_choice="required" if required else "auto")
         compiled = compile_tag(result.tag or {}, tok)
         schemas = _schemas(tools)
         # Token level: call openers are ids worth drawing often; text level: the
@@ -182,8 +212,8 @@ def test_walks_parse_into_valid_calls(fmt: str) -> None:
         )
         if result.token_level and entries and tok.encode(entries[0])[0] not in tok.added_ids:
             openers = (tuple(tok.encode(entries[0])[:2]),)
-        if fmt in ANCHORED:
-            level = (tuple(tok.encode(ANCHORED[fmt], delimiters=False)), ())
+        if anchor is not None:
+            level = (tuple(tok.encode(anchor, delimiters=False)), ())
         for _ in range(_WALKS_PER_SET):
             ids = walk(
                 compiled,
@@ -234,13 +264,16 @@ def test_walks_never_put_a_delimiter_id_inside_a_value(fmt: str) -> None:
     call's opening and closing delimiters, the section's end; for harmony every
     delimiter): the parser can never see a call end or begin inside a value.
     Token-level tags only (elsewhere no delimiter has an id)."""
-    tok = cases.tokenizer(fmt)
+    check_no_delimiter_inside(fmt, cases.tokenizer(fmt))
+
+
+def check_no_delimiter_inside(fmt: str, tok: Tokenizer) -> None:
     spec = formats.get(fmt)
-    result = _tag(fmt, cases.TOOLS)
+    result = _tag(fmt, tok, cases.TOOLS)
     if not result.token_level:
         pytest.skip(f"{fmt}: text-level tag with this tokenizer")
     inside = [spec.call[0], spec.call[1], spec.section[1] if spec.section else None]
-    if fmt == "gpt_oss":
+    if isinstance(spec.grammar, HeaderShape):
         inside = list(spec.delimiters)
     # Their ids are never allowed there; but where an inner mark of several pieces
     # begins with the same id (Kimi K3's value close `<|close|>argument<|sep|>` and
@@ -268,3 +301,60 @@ def test_walks_never_put_a_delimiter_id_inside_a_value(fmt: str) -> None:
             probe = matcher.fork()
             assert not all(probe.accept_token(i) for i in run), tok.decode(run)
         assert matcher.accept_token(rng.choice([w for w in words if w in allowed]))
+
+
+# Runs in a fresh interpreter: what it registers must not leak into other tests.
+_CUSTOM = textwrap.dedent(
+    """
+    import json
+    from toolwire import formats
+    from toolwire.formats.spec import Format, Shape
+    from toolwire.syntax.json_envelope import JsonEnvelope
+    from tests.data import tokenizer_for
+    from tests.test_grammar_agreement import (
+        check_ground_truth, check_no_delimiter_inside, check_walks,
+    )
+
+    def render(calls):
+        return "".join(
+            "<|box_start|>"
+            + json.dumps({"name": name, "parameters": dict(args)}, ensure_ascii=False)
+            + "<|box_end|>"
+            for name, args in calls
+        )
+
+    formats.register(Format(
+        name="boxed",
+        call=("<|box_start|>", "<|box_end|>"),
+        syntax=JsonEnvelope,
+        render=render,
+        reasoning=("<|quad_start|>", "<|quad_end|>"),
+        grammar=Shape(
+            head='{"name": "{name}", "parameters": ', tail="}", name="json", separator=""
+        ),
+    ))
+    tok = tokenizer_for("qwen3")
+    check_ground_truth("boxed", tok)
+    check_walks("boxed", tok)
+    check_no_delimiter_inside("boxed", tok)
+    print("ok")
+    """
+)
+
+
+def test_a_format_registered_at_run_time_gets_an_agreeing_tag() -> None:
+    """A custom format (Qwen3's box tokens as call delimiters, its quad tokens as
+    reasoning, a JSON envelope with `parameters`, calls back to back), registered at run
+    time, gets a token-level tag from its `grammar` data alone that passes the same
+    three agreement checks as the built-ins."""
+    cases.tokenizer("qwen3")  # skips without the shared data
+    done = subprocess.run(
+        [sys.executable, "-c", _CUSTOM],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")

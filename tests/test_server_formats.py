@@ -22,7 +22,7 @@ from tests.serving import Script, ScriptedUpstream, running
 from toolwire import formats
 from toolwire.backends.vllm import VllmEngine
 from toolwire.server.config import add_arguments, config_from
-from toolwire.server.pipeline import Limits
+from toolwire.server.core.pipeline import Limits
 from toolwire.server.run import build_app, prepare
 
 #: format -> (tokenizer folder under tokenizers/, or None for the derived one; template)

@@ -59,7 +59,7 @@ if ENABLED:
     from toolwire.backends.base import Generation
     from toolwire.backends.vllm import VllmEngine, completion_body
     from toolwire.server.app import create_app
-    from toolwire.server.pipeline import Limits
+    from toolwire.server.core.pipeline import Limits
 
 FRONT = "toolwire-tiny"
 SET_MODE = {

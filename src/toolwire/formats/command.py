@@ -28,7 +28,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.end_marked import EndMarked
 from toolwire.syntax.json_calls import JsonCall
 from toolwire.syntax.json_envelope import JsonEnvelope
@@ -70,5 +70,13 @@ COMMAND = register(
         render=render,
         reasoning=("<|START_THINKING|>", "<|END_THINKING|>"),
         marks=(END,),
+        grammar=Shape(
+            head='{"tool_call_id": "{index}", "tool_name": "{name}", "parameters": ',
+            tail="}",
+            name="json",
+            items=("[\n    ", "\n]"),
+            separator=",\n    ",
+            list_end=END,
+        ),
     )
 )

@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, Reject, RenderedCall
+from toolwire.formats.spec import CallContext, Format, Reject, RenderedCall, Shape
 from toolwire.syntax.named_json import NamedJson
 
 SEP = "<｜tool▁sep｜>"
@@ -58,5 +58,6 @@ DEEPSEEK_V3 = register(
         reasoning=("<think>", "</think>"),
         section=CALLS,
         marks=(SEP,),
+        grammar=Shape(head=f"function{SEP}{{name}}\n```json\n", tail="\n```"),
     )
 )

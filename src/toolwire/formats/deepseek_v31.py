@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from toolwire.formats import register
 from toolwire.formats.deepseek_v3 import CALL, CALLS, DEEPSEEK_V3, SEP
-from toolwire.formats.spec import CallContext, Reject, RenderedCall
+from toolwire.formats.spec import CallContext, Reject, RenderedCall, Shape
 from toolwire.syntax.named_json import NamedJson
 
 
@@ -41,4 +41,12 @@ def syntax(context: CallContext) -> NamedJson:
     return NamedJson(context, head_end=context.marks[SEP], head=head)
 
 
-DEEPSEEK_V31 = register(replace(DEEPSEEK_V3, name="deepseek_v31", syntax=syntax, render=render))
+DEEPSEEK_V31 = register(
+    replace(
+        DEEPSEEK_V3,
+        name="deepseek_v31",
+        syntax=syntax,
+        render=render,
+        grammar=Shape(head=f"{{name}}{SEP}", separator=""),
+    )
+)

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 DSML = "｜DSML｜"
@@ -76,5 +76,15 @@ DEEPSEEK_V32 = register(
         reasoning=("<think>", "</think>"),
         section=(f"<{DSML}function_calls>", f"</{DSML}function_calls>"),
         marks=(DSML,),
+        grammar=Shape(
+            head='{name}">\n',
+            style="deepseek_xml",
+            section_text=("\n", "\n"),
+            params=Params(
+                open=f'<{DSML}parameter name="{{key}}" string="{{string}}">',
+                close=f"</{DSML}parameter>",
+                after="\n",
+            ),
+        ),
     )
 )

@@ -21,7 +21,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 KEY = ("<arg_key>", "</arg_key>")
@@ -60,5 +60,11 @@ GLM45 = register(
         render=render,
         reasoning=("<think>", "</think>"),
         marks=(*KEY, *VALUE),
+        grammar=Shape(
+            head="{name}",
+            tail="\n",
+            style="glm_xml",
+            params=Params(open="\n<arg_key>{key}</arg_key>\n<arg_value>", close="</arg_value>"),
+        ),
     )
 )

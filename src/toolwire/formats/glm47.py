@@ -15,11 +15,23 @@ from dataclasses import replace
 
 from toolwire.formats import register
 from toolwire.formats.glm45 import GLM45, render_glm
-from toolwire.formats.spec import RenderedCall
+from toolwire.formats.spec import Params, RenderedCall, Shape
 
 
 def render(calls: Sequence[RenderedCall]) -> str:
     return render_glm(calls, "")
 
 
-GLM47 = register(replace(GLM45, name="glm47", render=render))
+GLM47 = register(
+    replace(
+        GLM45,
+        name="glm47",
+        render=render,
+        grammar=Shape(
+            head="{name}",
+            style="glm_xml",
+            separator="",
+            params=Params(open="<arg_key>{key}</arg_key><arg_value>", close="</arg_value>"),
+        ),
+    )
+)

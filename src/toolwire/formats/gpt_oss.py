@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, Header, RenderedCall, Route
+from toolwire.formats.spec import CallContext, Format, Header, HeaderShape, RenderedCall, Route
 from toolwire.syntax.json_arguments import JsonArguments
 
 _CHANNEL = re.compile(r"<\|channel\|>\s*([^\s<]+)")
@@ -78,6 +78,22 @@ GPT_OSS = register(
             ends=("<|end|>", "<|return|>"),
             marks=("<|constrain|>",),
             route=route,
+        ),
+        # A call is its own message: its header ends the analysis message before it.
+        calls_in_reasoning=True,
+        # The headers `route` reads, as XGrammar's built-in harmony template writes them.
+        grammar=HeaderShape(
+            start="<|start|>assistant",
+            reasoning=("<|channel|>analysis<|message|>", "<|end|>"),
+            content=("<|channel|>final<|message|>", ("<|end|>", "<|return|>")),
+            calls=(
+                "<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>",
+                "<|channel|>commentary to=functions.{name}<|constrain|>json<|message|>",
+            ),
+            calls_after_start=(
+                " to=functions.{name}<|channel|>commentary <|constrain|>json<|message|>",
+                " to=functions.{name}<|channel|>commentary json<|message|>",
+            ),
         ),
     )
 )

@@ -21,7 +21,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.json_calls import JsonCall
 
 TOOL_CALL = "<|tool_call|>"
@@ -45,5 +45,13 @@ GRANITE = register(
         call=(TOOL_CALL, None),
         syntax=syntax,
         render=render,
+        # A JSON list after the token; its `]` ends it.
+        grammar=Shape(
+            head='{"name": "{name}", "arguments": ',
+            tail="}",
+            name="json",
+            items=("[", "]"),
+            separator=", ",
+        ),
     )
 )

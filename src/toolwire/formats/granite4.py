@@ -21,7 +21,7 @@ ids). `<think>`...`</think>` is reasoning where the model writes it.
 from __future__ import annotations
 
 from toolwire.formats import register
-from toolwire.formats.hermes import render
+from toolwire.formats.hermes import HERMES, render
 from toolwire.formats.spec import CallContext, Format
 from toolwire.syntax.escaped_arguments import EscapedArguments
 
@@ -39,5 +39,6 @@ GRANITE4 = register(
         reasoning=("<think>", "</think>"),
         # Granite's turn marker: tells its template from Hermes/Qwen's (detection only).
         template_markers=("<|start_of_role|>",),
+        grammar=HERMES.grammar,
     )
 )

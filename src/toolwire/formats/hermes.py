@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.json_envelope import JsonEnvelope
 
 
@@ -43,5 +43,6 @@ HERMES = register(
         # Hermes 2 Pro/3/4 and Qwen2.5 chat in ChatML: tells them from other families
         # whose templates write the same `<tool_call>` JSON (detection only).
         template_markers=("<|im_start|>",),
+        grammar=Shape(head='\n{"name": "{name}", "arguments": ', tail="}\n", name="json"),
     )
 )

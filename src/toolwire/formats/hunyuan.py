@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.end_marked import EndMarked
 from toolwire.syntax.json_calls import JsonCall
 
@@ -58,6 +58,14 @@ def _format(suffix: str) -> Format:
         render=render_calls,
         reasoning=(f"<think{suffix}>", f"</think{suffix}>"),
         marks=(end,),
+        grammar=Shape(
+            head='{"name": "{name}", "arguments": ',
+            tail="}",
+            name="json",
+            items=("[", "]"),
+            separator=", ",
+            list_end=end,
+        ),
     )
 
 

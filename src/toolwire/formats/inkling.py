@@ -31,7 +31,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.json_envelope import JsonEnvelope
 
 MESSAGE = "<|message_model|>"
@@ -75,5 +75,16 @@ INKLING = register(
         render_text=render_text,
         reasoning=(THINKING, END),
         more_reasoning=((THINKING, TEXT),),
+        # Blocks: an invoke block begins a new message, ending a thinking one.
+        calls_in_reasoning=True,
+        # Calls follow each other without the `<|message_model|>` the model writes
+        # between blocks (a dropped special token to the parser).
+        grammar=Shape(
+            head='{"name": "{name}", "args": ',
+            tail="}",
+            name="json",
+            separator="",
+            content=(TEXT, END),
+        ),
     )
 )

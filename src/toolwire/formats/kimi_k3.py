@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 OPEN, CLOSE, SEP = "<|open|>", "<|close|>", "<|sep|>"
@@ -139,5 +139,28 @@ KIMI_K3 = register(
         section=SECTION,
         # Longest first: `Tags.resolve` replaces each mark's text in this order.
         marks=(ARGUMENT[1], ARGUMENT[0], SEP),
+        # Channels: a `tools` channel opens as the think channel does, ending it.
+        calls_in_reasoning=True,
+        # Arguments element by element at either level (`style` "params": no XGrammar
+        # style writes them); `types`: the schema's type -> K3's `type` attribute.
+        grammar=Shape(
+            head=f' tool="{{name}}" index="{{index}}"{SEP}',
+            style="params",
+            separator="",
+            params=Params(
+                open=f'{ARGUMENT[0]} key="{{key}}" type="{{type}}"{SEP}',
+                close=ARGUMENT[1],
+                types=(
+                    ("string", "string"),
+                    ("integer", "number"),
+                    ("number", "number"),
+                    ("boolean", "boolean"),
+                    ("null", "null"),
+                    ("object", "object"),
+                    ("array", "array"),
+                ),
+            ),
+            content=RESPONSE,
+        ),
     )
 )

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from toolwire.formats import pythonic, register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.end_marked import EndMarked
 from toolwire.syntax.pythonic import PythonicCall
 
@@ -45,5 +45,6 @@ LFM2 = register(
         render=render,
         reasoning=("<think>", "</think>"),
         marks=(END,),
+        grammar=Shape(head="", style="pythonic", items=("[", "]"), separator=", ", list_end=END),
     )
 )

@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import Anchor, CallContext, Format, RenderedCall
+from toolwire.formats.spec import Anchor, AnchoredShape, CallContext, Format, RenderedCall
 from toolwire.syntax.json_calls import JsonCall
 
 
@@ -41,5 +41,6 @@ LLAMA3_JSON = register(
         syntax=syntax,
         render=render,
         anchor=Anchor(begins="{", after=("<|python_tag|>",)),
+        grammar=AnchoredShape("json", '{"name": "{name}", "parameters": ', "}", separator="; "),
     )
 )

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall
+from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.elements import ITEM, Elements
 
 NS = "]<]minimax[>["
@@ -81,5 +81,15 @@ MINIMAX_M3 = register(
         section=SECTION,
         # The call's end, read by the body (its form gives the body the token's form).
         marks=(INVOKE_END,),
+        calls_in_reasoning=True,  # as MiniMax M2 (vLLM's MiniMax parser engines)
+        # Parameters as nested elements, each tag after the namespace token; the body
+        # ends itself with the namespaced `</invoke>`.
+        grammar=Shape(
+            head='{name}">\n',
+            tail=INVOKE_END,
+            style="elements",
+            section_text=("\n", "\n"),
+            namespace=NS,
+        ),
     )
 )

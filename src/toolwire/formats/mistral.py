@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject, RenderedCall
+from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject, RenderedCall, Shape
 from toolwire.syntax.json_calls import JsonCall
 from toolwire.syntax.named_json import NamedJson
 
@@ -100,5 +100,7 @@ MISTRAL = register(
         render=render,
         marks=(ARGS, CALL_ID),
         reasoning=("[THINK]", "[/THINK]"),
+        # v11+ calls; each call repeats `[TOOL_CALLS]` and its body ends itself.
+        grammar=Shape(head=f"{{name}}{ARGS}", separator=""),
     )
 )

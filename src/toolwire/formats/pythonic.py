@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolwire.formats import register
-from toolwire.formats.spec import Anchor, CallContext, Format, RenderedCall
+from toolwire.formats.spec import Anchor, AnchoredShape, CallContext, Format, RenderedCall
 from toolwire.syntax.pythonic import PythonicCall
 
 
@@ -58,5 +58,6 @@ PYTHONIC = register(
         syntax=syntax,
         render=render,
         anchor=Anchor(begins="["),
+        grammar=AnchoredShape("pythonic"),
     )
 )

@@ -3,9 +3,12 @@
     tag = toolwire.structural_tag("qwen3", tools, tool_choice="auto", tokenizer=tok)
     result = toolwire.structural_tag_with_reason(...)   # .tag .reasons .fallback
 
-Modules: `schema` (normalization), `policy` (when and with which schema), `shapes`
-(per-format text around the arguments), `build` (the tag), `preflight` (XGrammar
-compile check, optional), `api` (the entry points).
+A format carries its grammar as data (`Format.grammar`, `toolwire.formats.shape`), so
+a format added with `formats.register()` gets a tag like the built-ins. Modules:
+`schema` (normalization), `policy` (when and with which schema), `request`
+(eligibility: a tag at all, and why not), `build` / `anchored` / `harmony` (the tag
+of each grammar kind), `preflight` (XGrammar compile check, optional), `shared`
+(equal rules once), `api` (the entry points).
 """
 
 from __future__ import annotations

@@ -1,21 +1,21 @@
-"""Tags for line-anchored formats: `pythonic` and `llama3_json` (no call delimiter).
+"""Tags for line-anchored formats (`AnchoredShape`: pythonic, llama3_json; no call delimiter).
 
 Their calls have no opening delimiter: the parser (text-gated, `Parser.gated` False)
-starts a call only where a line begins, with the format's anchor character (`[` for
-pythonic, `{` for llama3_json), and releases anything else as content. So the tag
-writes calls only where the parser looks for them, and free text never holds the
-anchor character (which would make the parser try, or the grammar open, a call
-elsewhere):
+starts a call only where a line begins, with a character of the format's
+`Anchor.begins` (`[` for pythonic, `{` for llama3_json), and releases anything else as
+content. So the tag writes calls only where the parser looks for them, and free text
+never holds an anchor character (which would make the parser try, or the grammar
+open, a call elsewhere):
 
     auto       ONE of: calls | text | (text-line "\\n")+ calls     (text excludes the anchor)
     required   calls                     named   one call to that tool
     none       text
-    calls      pythonic:    "[" CALL (", " CALL)* "]"     (one CALL when not parallel)
-               llama3_json: CALL ("; " CALL)*              (one CALL when not parallel)
+    calls      style pythonic: "[" CALL (", " CALL)* "]"     (one CALL when not parallel)
+               style json:     CALL (separator CALL)*         (one CALL when not parallel)
 
 pythonic: one EBNF grammar element per list (`pyliteral`: keyword arguments as Python
-literals typed by the schema). llama3_json: `{"name": "NAME", "parameters": ` + the
-schema as JSON + `}`. Both are text level: no delimiter is a token. Pure.
+literals typed by the schema). json: the shape's head (the name JSON-escaped) + the
+schema as JSON + its tail. Both are text level: no delimiter is a token. Pure.
 """
 
 from __future__ import annotations
@@ -24,21 +24,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from toolwire.formats.spec import AnchoredShape
 from toolwire.grammar.policy import ToolSpec
 from toolwire.grammar.pyliteral import Literals, ebnf_string, unenforced
 
-__all__ = ["ANCHORED", "anchored_format", "pythonic_list", "unenforced_reasons"]
+__all__ = ["anchored_format", "pythonic_list", "unenforced_reasons"]
 
 Element = dict[str, Any]
 
-#: format name -> the character a call list begins with.
-ANCHORED: dict[str, str] = {"pythonic": "[", "llama3_json": "{"}
 
-
-def unenforced_reasons(fmt: str, specs: Sequence[ToolSpec]) -> list[str]:
+def unenforced_reasons(specs: Sequence[ToolSpec]) -> list[str]:
     """Schema keywords the pythonic grammar does not enforce (the language is wider)."""
-    if fmt != "pythonic":
-        return []
     out = []
     for spec in specs:
         paths = unenforced(spec.schema)
@@ -57,37 +53,38 @@ def pythonic_list(specs: Sequence[ToolSpec], one: bool, *, no_markup: bool = Fal
     return {"type": "grammar", "grammar": lits.grammar(root)}
 
 
-def _llama(specs: Sequence[ToolSpec], one: bool, excludes: list[str]) -> Element:
+def _json_calls(shape: AnchoredShape, specs: Sequence[ToolSpec], one: bool) -> Element:
     tags = [
         {
             "type": "tag",
-            "begin": '{"name": ' + json.dumps(spec.name, ensure_ascii=False) + ', "parameters": ',
-            "content": {
-                "type": "json_schema",
-                "json_schema": dict(spec.schema),
-                "excludes": excludes,
-            },
-            "end": "}",
+            "begin": shape.head.replace("{name}", json.dumps(spec.name, ensure_ascii=False)[1:-1]),
+            "content": {"type": "json_schema", "json_schema": dict(spec.schema), "excludes": []},
+            "end": shape.tail,
         }
         for spec in specs
     ]
     return {
         "type": "tags_with_separator",
         "tags": tags,
-        "separator": "; ",
+        "separator": shape.separator,
         "at_least_one": True,
         "stop_after_first": one,
     }
 
 
-def anchored_format(fmt: str, specs: Sequence[ToolSpec], choice: str, *, parallel: bool) -> Element:
-    """The structural tag's `format` for a line-anchored format."""
-    anchor = ANCHORED[fmt]
-    text: Element = {"type": "any_text", "excludes": [anchor]}
+def anchored_format(
+    shape: AnchoredShape, anchors: str, specs: Sequence[ToolSpec], choice: str, *, parallel: bool
+) -> Element:
+    """The structural tag's `format` for a line-anchored format; `anchors`: the
+    characters a call list begins with (`Anchor.begins`)."""
+    text: Element = {"type": "any_text", "excludes": list(anchors)}
     if choice == "none" or not specs:
         return text
     one = choice == "named" or not parallel
-    calls = pythonic_list(specs, one) if fmt == "pythonic" else _llama(specs, one, [])
+    if shape.style == "pythonic":
+        calls = pythonic_list(specs, one)
+    else:
+        calls = _json_calls(shape, specs, one)
     if choice in ("required", "named"):
         return calls
     lines = {"type": "plus", "content": {"type": "tag", "begin": "", "content": text, "end": "\n"}}

@@ -2,16 +2,20 @@
 
 Data flow of one request::
 
-    format name + tools + tool_choice + policy
-        -> policy: constrain at all? which schema per tool (normalized / relaxed)
-        -> shape lookup (grammar data per format) and token level (Parser.gated);
-           pythonic / llama3_json (`anchored`) and gpt_oss (`harmony`) are built whole
-        -> build_format() -> {"type": "structural_tag", "format": ...}
-        -> preflight (XGrammar, when installed); on failure the documented fallback:
-           auto -> no constraint; required/named -> the native envelope with any
-           JSON object as arguments; if that fails too -> no constraint
-        -> shared rules (`policy.shared_rules`, XGrammar installed): the tag as one
-           EBNF grammar in which the rules every tool repeats exist once
+    format + tools + tool_choice + policy
+        -> eligibility (`grammar.request`): a tag at all? which schema per tool,
+           token level (Parser.gated); a TagRequest, or the TagResult saying why not
+        -> build_tag(): by the format's grammar kind (`Format.grammar`):
+               Shape          calls between delimiters       (`build.build_format`)
+               AnchoredShape  line-anchored lists            (`anchored.anchored_format`)
+               HeaderShape    header-routed messages         (`harmony.harmony_format`)
+           -> {"type": "structural_tag", "format": ...}, JSON values bounded
+        -> `shared.prepare` (XGrammar, when installed): one conversion of the tag is
+           both its preflight and, with `policy.shared_rules`, the one EBNF grammar
+           in which the rules every tool repeats exist once and JSON whitespace is
+           bounded by literal alternatives; when it does not compile, the documented
+           fallback: auto -> no constraint; required/named -> the native envelope
+           with any JSON object as arguments; if that fails too -> no constraint
         -> TagResult(tag or None, reasons, fallback code)
 
 Never raises for a request's tools or schemas (those become reasons); raises
@@ -23,46 +27,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from toolwire import formats
-from toolwire.errors import UsageError
-from toolwire.formats.spec import Format
-from toolwire.grammar.anchored import ANCHORED, anchored_format, unenforced_reasons
-from toolwire.grammar.build import Delimiters, build_format
+from toolwire.formats.spec import AnchoredShape, Format, HeaderShape, Shape
+from toolwire.grammar.anchored import anchored_format
+from toolwire.grammar.build import build_format
 from toolwire.grammar.harmony import harmony_format
-from toolwire.grammar.policy import RELAXED, GrammarPolicy, bound_tag, choose, tool_specs
-from toolwire.grammar.preflight import check
+from toolwire.grammar.policy import RELAXED, GrammarPolicy, bound_tag, tool_specs
+from toolwire.grammar.request import TagRequest, TagResult, eligibility
 from toolwire.grammar.schema import sort_properties
-from toolwire.grammar.shapes import SHAPES, UNSUPPORTED, Shape
-from toolwire.grammar.shared import share
+from toolwire.grammar.shared import prepare
 from toolwire.tokenizer import Tokenizer
 
-#: Formats whose tag is built whole rather than from a `Shape` (no call delimiters
-#: around the arguments): line-anchored lists (`anchored`) and harmony headers.
-WHOLE = frozenset({*ANCHORED, "gpt_oss"})
-
-__all__ = ["TagResult", "legacy_structural_tag", "structural_tag", "structural_tag_with_reason"]
-
-
-@dataclass(frozen=True)
-class TagResult:
-    """A structural tag (or None: send no constraint) and why it is what it is."""
-
-    #: XGrammar's `{"type": "structural_tag", "format": {...}}`, or None.
-    tag: dict[str, Any] | None
-    #: Human-readable reasons: schema normalizations, fallbacks, why there is no tag.
-    reasons: tuple[str, ...] = ()
-    #: None when `tag` is the full constraint; otherwise a short code to count:
-    #: "disabled", "scope", "no_tools", "unknown_format", "unsupported_format",
-    #: "relaxed" (compile failed; arguments relaxed), "compile_failed" (no tag).
-    fallback: str | None = None
-    #: True when delimiters are named by token id.
-    token_level: bool = False
-    #: The tag as structural elements, before its rules were shared (None when `tag`
-    #: is None); equal to `tag` when rules are not shared.
-    elements: dict[str, Any] | None = None
+__all__ = [
+    "TagResult",
+    "build_tag",
+    "legacy_structural_tag",
+    "structural_tag",
+    "structural_tag_with_reason",
+]
 
 
 def structural_tag(
@@ -104,119 +89,64 @@ def structural_tag_with_reason(
     default, as `Parser`). `tokenizer`: when given and the format is gated by it, the
     tag names delimiters by token id.
     """
-    policy = policy or GrammarPolicy()
-    if not policy.enabled:
-        return TagResult(None, ("grammar policy disabled",), "disabled")
-    try:
-        fmt = format if isinstance(format, Format) else formats.get(format)
-    except UsageError as exc:
-        return TagResult(None, (str(exc),), "unknown_format")
-    shape = SHAPES.get(fmt.name)
-    if shape is None and fmt.name not in WHOLE:
-        why = UNSUPPORTED.get(fmt.name, "no structural tag is defined for this format")
-        return TagResult(None, (f"format {fmt.name!r}: {why}",), "unsupported_format")
-    specs, reasons = tool_specs(tools or [], policy)
-    choice, chosen = choose(tool_choice, specs)
-    if not specs:
-        return TagResult(None, (*reasons, "no tools declared"), "no_tools")
-    if (
-        choice == "auto"
-        and policy.scope == "auto"
-        and parallel_tool_calls
-        and not any(s.strict for s in specs)
-    ):
-        why = "scope 'auto': no tool is strict and parallel calls are allowed"
-        return TagResult(None, (*reasons, why), "scope")
-    if in_reasoning is None:
-        in_reasoning = fmt.starts_in_reasoning
-    if in_reasoning and fmt.reasoning is None:
-        raise UsageError(f"format {fmt.name!r} has no reasoning block")
-    token_level = tokenizer is not None and formats.is_gated(fmt, tokenizer)
-    if tokenizer is not None and not token_level:
-        reasons.append(f"{fmt.name}: delimiters are not single tokens here; text-level tag")
-    if shape is None or shape.style == "pythonic":
-        python = shape is not None and shape.style == "pythonic"
-        reasons += unenforced_reasons("pythonic" if python else fmt.name, specs)
-    unnamed = _unnamed_marks(fmt, shape) if token_level and shape is not None else []
-    if unnamed:
-        why = (
-            f"format {fmt.name!r}: the argument syntax writes the token(s) {unnamed} "
-            "inside values, which this tag cannot name by id"
-        )
-        return TagResult(None, (*reasons, why), "unsupported_format", token_level)
-    lex = Delimiters(fmt, tokenizer, token_level)
-    entry = fmt.section[0] if fmt.section else fmt.call[0]
-    pieces = lex.pieces(entry)
-    if (
-        token_level
-        and shape is not None
-        and not isinstance(pieces[0], int)
-        and not (len(pieces) > 1 and isinstance(pieces[1], int))
-    ):
-        why = (
-            f"format {fmt.name!r}: {entry!r} begins with text before its token, so a "
-            "token-level trigger cannot be built (pass no tokenizer for a text-level tag "
-            "with a text-matching parser)"
-        )
-        return TagResult(None, (*reasons, why), "unsupported_format", token_level)
-    exclude = policy.exclude_delimiters
-
-    def build(relax: bool) -> dict[str, Any]:
-        tag: dict[str, Any] = bound_tag(unbounded(relax), policy.max_whitespace)
-        return tag
-
-    def unbounded(relax: bool) -> dict[str, Any]:
-        use = [replace(s, schema=RELAXED) for s in chosen] if relax else chosen
-        if fmt.name in ANCHORED:
-            whole = anchored_format(fmt.name, use, choice, parallel=parallel_tool_calls)
-            return {"type": "structural_tag", "format": whole}
-        if shape is None:  # harmony
-            whole = harmony_format(
-                fmt, lex, use, choice, parallel=parallel_tool_calls, exclude=exclude
-            )
-            return {"type": "structural_tag", "format": whole}
-        if shape.sort_keys:
-            use = [replace(s, schema=sort_properties(s.schema)) for s in use]
-        body = build_format(
-            fmt,
-            shape,
-            use,
-            choice,
-            parallel=parallel_tool_calls,
-            lex=lex,
-            in_reasoning=in_reasoning,
-            exclude=exclude,
-        )
-        return {"type": "structural_tag", "format": body}
-
-    def result(tag: dict[str, Any], fallback: str | None) -> TagResult:
-        sent = share(tag) if policy.shared_rules else tag
-        return TagResult(sent, tuple(reasons), fallback, token_level, tag)
-
-    tag = build(False)
-    error = check(tag)
+    request = eligibility(
+        format,
+        tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        tokenizer=tokenizer,
+        in_reasoning=in_reasoning,
+        policy=policy,
+    )
+    if isinstance(request, TagResult):
+        return request
+    reasons = list(request.reasons)
+    share = request.policy.shared_rules
+    tag = build_tag(request)
+    error, sent = prepare(tag, share=share)
     if error is None:
-        return result(tag, None)
+        return TagResult(sent, tuple(reasons), None, request.token_level, tag)
     reasons.append(f"the tag does not compile: {error}")
-    if choice in ("required", "named"):
-        tag = build(True)
-        if check(tag) is None:
+    if request.choice in ("required", "named"):
+        tag = build_tag(request, relax=True)
+        error, sent = prepare(tag, share=share)
+        if error is None:
             reasons.append("fell back to the native envelope with any JSON object as arguments")
-            return result(tag, "relaxed")
-    return TagResult(None, tuple(reasons), "compile_failed", token_level)
+            return TagResult(sent, tuple(reasons), "relaxed", request.token_level, tag)
+    return TagResult(None, tuple(reasons), "compile_failed", request.token_level)
 
 
-def _unnamed_marks(fmt: Format, shape: Shape) -> list[str]:
-    """Marks (token delimiters inside a call body) that no template of the shape writes:
-    the argument style writes them as text, so a token-level tag cannot force their id."""
-    if shape.style in ("json", "gemma"):
-        # JSON arguments hold no marks (Mistral's optional [CALL_ID] is unused); Gemma's
-        # `<|"|>` is written by id element by element (`gemma_values`).
-        return []
-    texts = [shape.head, shape.tail, *shape.section_text, shape.list_end]
-    if shape.params is not None:
-        texts += [shape.params.open, shape.params.close, shape.params.after]
-    return [m for m in fmt.marks if not any(m in t for t in texts)]
+def build_tag(request: TagRequest, *, relax: bool = False) -> dict[str, Any]:
+    """The request's tag as structural elements (rules not shared), JSON values
+    bounded; `relax`: every tool's arguments any JSON object."""
+    specs = [replace(s, schema=RELAXED) for s in request.specs] if relax else list(request.specs)
+    shape, choice, parallel = request.shape, request.choice, request.parallel
+    body: dict[str, Any]
+    if isinstance(shape, AnchoredShape):
+        anchors = request.fmt.anchor.begins if request.fmt.anchor else ""
+        body = anchored_format(shape, anchors, specs, choice, parallel=parallel)
+    elif isinstance(shape, HeaderShape):
+        exclude = request.policy.exclude_delimiters
+        body = harmony_format(
+            request.fmt, shape, request.lex, specs, choice, parallel=parallel, exclude=exclude
+        )
+    else:
+        if shape.sort_keys:
+            specs = [replace(s, schema=sort_properties(s.schema)) for s in specs]
+        body = build_format(
+            request.fmt,
+            shape,
+            specs,
+            choice,
+            parallel=parallel,
+            lex=request.lex,
+            in_reasoning=request.in_reasoning,
+            exclude=request.policy.exclude_delimiters,
+        )
+    tag: dict[str, Any] = bound_tag(
+        {"type": "structural_tag", "format": body}, request.policy.max_whitespace
+    )
+    return tag
 
 
 def legacy_structural_tag(
@@ -237,8 +167,13 @@ def legacy_structural_tag(
     if modern.tag is None:
         return None
     fmt = format if isinstance(format, Format) else formats.get(format)
-    shape = SHAPES[fmt.name]
-    if shape.style != "json" or "{index}" in shape.head or shape.items is not None:
+    shape = fmt.grammar
+    if (
+        not isinstance(shape, Shape)
+        or shape.style != "json"
+        or "{index}" in shape.head
+        or shape.items is not None
+    ):
         return None
     specs, _ = tool_specs(tools or [], policy)
     structures = []

@@ -27,12 +27,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolwire.formats.spec import Format
+from toolwire.formats.spec import Format, Params, Shape
 from toolwire.grammar.anchored import pythonic_list
 from toolwire.grammar.element_values import ElementValues
 from toolwire.grammar.gemma_values import GemmaValues
 from toolwire.grammar.policy import ToolSpec
-from toolwire.grammar.shapes import Params, Shape
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import schema_type
 
@@ -144,6 +143,38 @@ def _either(elements: list[Element]) -> Element:
     return elements[0] if len(elements) == 1 else {"type": "or", "elements": elements}
 
 
+def _calls(bodies: list[Element]) -> Element:
+    """One of the tools' call bodies, the text they all begin with written once (a
+    hermes head `\n{"name": "` before the names): XGrammar then follows one item,
+    not one per tool, until the bodies differ."""
+    if len(bodies) < 2:
+        return _either(bodies)
+    firsts = [_first(b) for b in bodies]
+    texts = [f["value"] for f in firsts if f is not None and f.get("type") == "const_string"]
+    if len(texts) < len(bodies):
+        return _either(bodies)
+    prefix = min(texts, key=len)
+    while prefix and not all(t.startswith(prefix) for t in texts):
+        prefix = prefix[:-1]
+    if not prefix:
+        return _either(bodies)
+    rest = [_after_prefix(b, len(prefix)) for b in bodies]
+    return _sequence([_element(prefix), _either(rest)])
+
+
+def _first(body: Element) -> Element | None:
+    if body.get("type") == "sequence":
+        return body["elements"][0] if body["elements"] else None
+    return body
+
+
+def _after_prefix(body: Element, size: int) -> Element:
+    """`body` without the first `size` characters of its leading text."""
+    elements = list(body["elements"]) if body.get("type") == "sequence" else [body]
+    head = elements[0]["value"][size:]
+    return _sequence(([_element(head)] if head else []) + elements[1:])
+
+
 def _tag(
     lex: Delimiters, open_text: str, content: list[Element], close_text: str | None
 ) -> Element:
@@ -239,7 +270,7 @@ class _Builder:
             # tag to have an end, and the tail is where the body ends.
             close, tail = tail, ""
         bodies = [self.item(spec, tail) for spec in specs]
-        return _tag(self.lex, self.fmt.call[0], [_either(bodies)], close)
+        return _tag(self.lex, self.fmt.call[0], [_calls(bodies)], close)
 
     def listed(self, specs: Sequence[ToolSpec], *, one: bool) -> Element:
         """One call.open, then the calls as the items of one list, then `list_end`."""
@@ -249,7 +280,7 @@ class _Builder:
             # Inside the call tokens, a string must not spell a `<|...|>` delimiter.
             items = pythonic_list(specs, one, no_markup=True)
         else:
-            item = _either([self.item(spec) for spec in specs])
+            item = _calls([self.item(spec) for spec in specs])
             more = {
                 "type": "star",
                 "content": _sequence([*self.lex.elements(shape.separator), item]),
@@ -362,7 +393,7 @@ class _Builder:
 
     def type_text(self, kind: str | None, params: Params) -> Element:
         """The text a `{type}` placeholder writes for a value of JSON type `kind`."""
-        types = params.types or {}
+        types = dict(params.types or ())
         if kind is not None and kind in types:
             return _element(types[kind])
         others = sorted({t for k, t in types.items() if k != "string" and t != types.get("string")})

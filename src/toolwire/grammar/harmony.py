@@ -1,16 +1,18 @@
-"""The gpt-oss (harmony) tag: messages routed by their header, written element by element.
+"""Tags for header-routed messages (`HeaderShape`: gpt-oss's harmony), element by element.
 
 The output starts at the first header (the prompt ends with `<|start|>assistant`).
-Every message's header may be preceded by `<|start|>assistant` (SEP; the renderer
-writes it before each call, the parser also reads a header right after `<|end|>` or
-`<|call|>`). Built from the `Format`'s delimiters as `build.Delimiters` spells them, so
-at token level every delimiter is its o200k_harmony id:
+Every message's header may be preceded by the shape's `start` (SEP, `<|start|>assistant`;
+the renderer writes it before each call, the parser also reads a header right after
+`<|end|>` or `<|call|>`). Built from the `Format`'s delimiters as `build.Delimiters`
+spells them, so at token level every delimiter is its o200k_harmony id. For gpt-oss:
 
-    analysis   [SEP]<|channel|>analysis<|message|> TEXT <|end|>
+    analysis   [SEP]<|channel|>analysis<|message|> TEXT <|end|>        (shape.reasoning)
     call       [SEP]<|channel|>commentary to=functions.NAME[ ]<|constrain|>json<|message|>
                JSON(schema) <|call|>;  also SEP followed by the recipient-first
                headers ` to=functions.NAME<|channel|>commentary [<|constrain|>]json`
+                                                    (shape.calls, shape.calls_after_start)
     final      [SEP]<|channel|>final<|message|> TEXT (<|end|> | <|return|> | end of output)
+                                                                         (shape.content)
 
     auto       [analysis] (final | calls)      calls: call+ (one when not parallel)
     required   [analysis] calls
@@ -29,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from toolwire.formats.spec import Format
+from toolwire.formats.spec import Format, HeaderShape
 from toolwire.grammar.build import Delimiters
 from toolwire.grammar.policy import ToolSpec
 
@@ -37,12 +39,12 @@ __all__ = ["harmony_format"]
 
 Element = dict[str, Any]
 
-_SEP = "<|start|>assistant"
-
 
 class _Harmony:
-    def __init__(self, fmt: Format, lex: Delimiters) -> None:
+    def __init__(self, fmt: Format, shape: HeaderShape, lex: Delimiters) -> None:
+        self.shape = shape
         self.lex = lex
+        self.call_end = fmt.call[1] or ""
         self.all_texts = list(fmt.delimiters)
         self.all_ids = lex.ids(fmt.delimiters)
 
@@ -50,10 +52,11 @@ class _Harmony:
         return {"type": "sequence", "elements": elements}
 
     def heads(self, heads: list[str], recipient_first: Sequence[str] = ()) -> Element:
-        """A message's header: each of `heads`, bare or after `<|start|>assistant`;
+        """A message's header: each of `heads`, bare or after the shape's `start`;
         each of `recipient_first` only after it."""
-        options = [h for head in heads for h in (head, _SEP + head)]
-        options += [_SEP + head for head in recipient_first]
+        start = self.shape.start
+        options = [h for head in heads for h in (head, start + head)]
+        options += [start + head for head in recipient_first]
         return {"type": "or", "elements": [self.seq(self.lex.elements(o)) for o in options]}
 
     def text(self, end: str) -> Element:
@@ -77,28 +80,22 @@ class _Harmony:
         return {"type": "any_text", "excludes": self.all_texts}
 
     def analysis(self) -> Element:
-        return self.seq([self.heads(["<|channel|>analysis<|message|>"]), self.text("<|end|>")])
+        head, end = self.shape.reasoning
+        return self.seq([self.heads([head]), self.text(end)])
 
     def final(self) -> Element:
-        ends = [self.text("<|end|>"), self.text("<|return|>"), self.open_text()]
-        head = self.heads(["<|channel|>final<|message|>"])
-        return self.seq([head, {"type": "or", "elements": ends}])
+        head, ends = self.shape.content
+        texts = [*(self.text(end) for end in ends), self.open_text()]
+        return self.seq([self.heads([head]), {"type": "or", "elements": texts}])
 
     def call(self, spec: ToolSpec, excludes: list[str]) -> Element:
-        """A header the parser routes to a call to `spec`, the arguments, `<|call|>`."""
-        to = f"to=functions.{spec.name}"
+        """A header the parser routes to a call to `spec`, the arguments, the call's end."""
         head = self.heads(
-            [
-                f"<|channel|>commentary {to} <|constrain|>json<|message|>",
-                f"<|channel|>commentary {to}<|constrain|>json<|message|>",
-            ],
-            [
-                f" {to}<|channel|>commentary <|constrain|>json<|message|>",
-                f" {to}<|channel|>commentary json<|message|>",
-            ],
+            [h.replace("{name}", spec.name) for h in self.shape.calls],
+            [h.replace("{name}", spec.name) for h in self.shape.calls_after_start],
         )
         args = {"type": "json_schema", "json_schema": dict(spec.schema), "excludes": excludes}
-        return self.seq([head, args, *self.lex.elements("<|call|>")])
+        return self.seq([head, args, *self.lex.elements(self.call_end)])
 
     def calls(self, specs: Sequence[ToolSpec], one: bool, excludes: list[str]) -> Element:
         options = [self.call(s, excludes) for s in specs]
@@ -108,6 +105,7 @@ class _Harmony:
 
 def harmony_format(
     fmt: Format,
+    shape: HeaderShape,
     lex: Delimiters,
     specs: Sequence[ToolSpec],
     choice: str,
@@ -115,10 +113,10 @@ def harmony_format(
     parallel: bool,
     exclude: bool,
 ) -> Element:
-    """The structural tag's `format` for gpt-oss. `exclude`: argument strings may not
+    """The structural tag's `format` for a header-routed format. `exclude`: argument strings may not
     hold a delimiter (its text, and so its id: XGrammar's JSON strings otherwise admit
     special tokens, which the id-gated parser reads as structure)."""
-    h = _Harmony(fmt, lex)
+    h = _Harmony(fmt, shape, lex)
     excludes = list(fmt.delimiters) if exclude else []
     if choice == "none" or not specs:
         body = h.final()

@@ -22,12 +22,12 @@ from typing import Any
 
 from toolwire import formats
 from toolwire.errors import ToolwireError
+from toolwire.formats.spec import Shape
 from toolwire.grammar.api import TagResult
 from toolwire.grammar.build import Delimiters, _Builder
 from toolwire.grammar.policy import RELAXED
 from toolwire.grammar.preflight import check
 from toolwire.grammar.schema import normalize
-from toolwire.grammar.shapes import SHAPES
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["output_tag"]
@@ -49,9 +49,11 @@ def output_tag(
         return TagResult(None, (str(exc),), "unknown_format")
     prefix: dict[str, Any] | None = None
     token_level = False
-    if fmt.reasoning is not None or fmt.name == "gpt_oss":
-        shape = SHAPES.get(fmt.name)
-        if shape is None:
+    if fmt.reasoning is not None or fmt.header is not None:
+        # The answer follows a reasoning block or sits behind a header: only a shape of
+        # delimited calls says how the reasoning block is written.
+        shape = fmt.grammar
+        if not isinstance(shape, Shape):
             why = f"format {fmt.name!r}: response_format is not supported for this format"
             return TagResult(None, (why,), "unsupported_format")
         token_level = tokenizer is not None and formats.is_gated(fmt, tokenizer)

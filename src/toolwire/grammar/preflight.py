@@ -21,7 +21,7 @@ from typing import Any
 
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["available", "check", "compiler", "tokenizer_info", "xgrammar_module"]
+__all__ = ["available", "check", "compiler", "error_text", "tokenizer_info", "xgrammar_module"]
 
 
 @lru_cache(maxsize=1)
@@ -55,8 +55,13 @@ def _check_text(text: str) -> str | None:
     try:
         xgr.Grammar.from_structural_tag(text)
     except Exception as exc:  # XGrammar raises several types; all mean "does not compile"
-        return f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+        return error_text(exc)
     return None
+
+
+def error_text(exc: Exception) -> str:
+    """An XGrammar exception as a reason."""
+    return f"{type(exc).__name__}: {str(exc).strip()[:500]}"
 
 
 #: One `TokenizerInfo` per tokenizer, dropped with it (as the lexicon's caches are).

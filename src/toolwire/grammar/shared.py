@@ -7,11 +7,15 @@ per character of every excluded delimiter). The compiler computes token masks pe
 rule, so the tag's compile cost grew with tools x exclusion length. The rules
 themselves are identical from tool to tool; only their names differ.
 
-Data flow::
+Data flow (`prepare`: one conversion per tag, which is also its preflight)::
 
-    tag --xgrammar.Grammar.from_structural_tag--> EBNF text (XGrammar's own printer)
+    tag --xgrammar.Grammar.from_structural_tag--> EBNF text (XGrammar's own printer);
+        an exception here is the preflight's error: the tag does not compile
         --merge_rules()--> EBNF where rules with the same body (up to the names
                            they reference, recursively) are one rule
+        --bounded_whitespace()--> each bounded run of JSON whitespace (XGrammar's
+                           `ws{0, n}` of `max_whitespace_cnt`) written as W(n)
+                           (`grammar.whitespace`), whose token masks are precomputed
         --xgrammar parses it back (a tag that does not re-parse is sent as it was)-->
     {"type": "structural_tag", "format": {"type": "grammar", "grammar": EBNF}}
 
@@ -22,8 +26,8 @@ derive the same language, so renaming them to one representative changes nothing
 the grammar accepts; it only removes copies. Delimiter tokens stay `Token(id)` and
 `ExcludeToken(...)`, so a token-level tag keeps naming delimiters by id.
 
-`merge_rules` is pure text; `share()` needs XGrammar (the `grammar` extra) and is
-cached by the tag's JSON text.
+`merge_rules` and `bounded_whitespace` are pure text; `prepare()` needs XGrammar (the
+`grammar` extra) and is cached by the tag's JSON text.
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from toolwire.grammar.preflight import xgrammar_module
+from toolwire.grammar.preflight import error_text, xgrammar_module
+from toolwire.grammar.whitespace import whitespace_ebnf
 
-__all__ = ["merge_rules", "share"]
+__all__ = ["bounded_whitespace", "merge_rules", "prepare"]
 
 #: XGrammar EBNF lexemes: (1) string literals and character classes, (2) a keyword
 #: argument's name (`loop_after_dispatch=`), (3) identifiers, (4) runs of anything
@@ -48,6 +53,8 @@ _LEXEME = re.compile(
     re.S,
 )
 _HEAD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) ::= ", re.M)
+#: A rule of one JSON whitespace character, as XGrammar prints `max_whitespace_cnt`.
+_WS_RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) ::= \(\(\[ \\n\\r\\t\]\)\)$", re.M)
 
 
 def _rules(text: str) -> dict[str, str]:
@@ -101,23 +108,49 @@ def merge_rules(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def share(tag: dict[str, Any]) -> dict[str, Any]:
-    """`tag` as one EBNF grammar with its equal rules shared; `tag` itself when XGrammar
-    is not installed or the merged grammar does not parse back."""
+def bounded_whitespace(text: str) -> str:
+    """`text` (XGrammar EBNF) with every `WS{0, n}` of a one-whitespace-character rule
+    WS written as a rule of W(n) (`grammar.whitespace`): a subset of the same bound."""
+    bounds: set[int] = set()
+
+    def bounded(match: re.Match[str]) -> str:
+        bounds.add(int(match.group(1)))
+        return f"json_ws_{match.group(1)}"
+
+    for name in _WS_RULE.findall(text):
+        text = re.sub(rf"\b{name}\{{0, ([0-9]+)\}}", bounded, text)
+    rules = "".join(f"json_ws_{n} ::= {whitespace_ebnf(n)}\n" for n in sorted(bounds))
+    return text + rules
+
+
+def prepare(tag: dict[str, Any], *, share: bool = True) -> tuple[str | None, dict[str, Any]]:
+    """(XGrammar's error for `tag`, or None when it compiles; the tag to send: with
+    `share`, one EBNF grammar with its equal rules shared, else `tag` itself).
+
+    One `Grammar.from_structural_tag` serves both the preflight and the sharing.
+    Without XGrammar: (None, tag), unchecked. A merged grammar that does not parse back
+    is not sent: `tag` is.
+    """
     if xgrammar_module() is None:
-        return tag
-    text = _share_text(json.dumps(tag, ensure_ascii=False))  # key order is meaning here
-    if text is None:
-        return tag
-    return {"type": "structural_tag", "format": {"type": "grammar", "grammar": text}}
+        return None, tag
+    error, text = _prepare_text(json.dumps(tag, ensure_ascii=False), share)  # key order matters
+    if error is not None or text is None:
+        return error, tag
+    return None, {"type": "structural_tag", "format": {"type": "grammar", "grammar": text}}
 
 
 @lru_cache(maxsize=256)
-def _share_text(tag_text: str) -> str | None:
+def _prepare_text(tag_text: str, share: bool) -> tuple[str | None, str | None]:
     xgr = xgrammar_module()
     try:
-        merged = merge_rules(str(xgr.Grammar.from_structural_tag(tag_text)))
+        grammar = xgr.Grammar.from_structural_tag(tag_text)
+    except Exception as exc:  # XGrammar raises several types; all mean "does not compile"
+        return error_text(exc), None
+    if not share:
+        return None, None
+    try:
+        merged = bounded_whitespace(merge_rules(str(grammar)))
         xgr.Grammar.from_ebnf(merged)
-    except Exception:  # XGrammar raises several types; the tag is then sent as it was
-        return None
-    return merged
+    except Exception:  # a merged grammar XGrammar does not read back is not sent
+        return None, None
+    return None, merged

@@ -1,0 +1,28 @@
+"""Whitespace between JSON tokens, bounded: one language for both backends.
+
+    W(n) = ""  |  " "  |  "\\n" followed by at most n-1 spaces
+
+Compact JSON, `json.dumps`' `", "`/`": "`, and JSON pretty-printed with space indents
+(up to n-1 deep) all fit; a model cannot loop on whitespace inside a forced call
+(`GrammarPolicy.max_whitespace`). Written as literal alternatives rather than a
+bounded repetition of a character class: XGrammar computes a bounded repetition's
+token mask at run time, three times the cost of the whole call's other masks, while
+alternatives of literals are precomputed. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ["whitespace_ebnf", "whitespace_regex"]
+
+
+def whitespace_ebnf(n: int) -> str:
+    """W(n) as an XGrammar EBNF expression."""
+    options = ["", " "] + ["\n" + " " * k for k in range(max(n, 1))]
+    return "(" + " | ".join(json.dumps(o) for o in options) + ")"
+
+
+def whitespace_regex(n: int) -> str:
+    """W(n) as a regex (llguidance's JSON `whitespace_pattern`)."""
+    return f"(?: |\\n {{0,{max(n, 1) - 1}}})?"
