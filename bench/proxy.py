@@ -31,8 +31,9 @@ For every stream count S, rounds alternate direct and through toolwire (the orde
 swapping each round); a run is S concurrent streams (seeds 0..S-1), each read to its
 end. Per run: tokens/s (every stream's completion tokens over the batch's wall time),
 TTFT per stream (request sent to the first event carrying output text or ids), and
-the CPU time (user + system, psutil) of toolwire's process and of the upstream's (for
-vLLM its API-server process, not the engine core) per completion token. Reported:
+the CPU time (the scheduler's count, thread by thread) of toolwire's process and of
+the upstream's (for vLLM its API-server process, not the engine core) per completion
+token. Reported:
 medians over rounds, through/direct tokens/s, and toolwire's CPU per token beside the
 vLLM API server's on the direct runs (vLLM's own frontend serving the same streams).
 
@@ -304,21 +305,29 @@ class Run:
         return self.cpu[name] / self.tokens * 1e6
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds a process has run: the scheduler's nanosecond count summed over its
-    threads (/proc/PID/task/*/schedstat), or psutil's user + system (clock ticks of
-    10 ms: too coarse for a short run of one stream) where there is no /proc."""
+def cpu_threads(pid: int) -> dict[str, float]:
+    """CPU seconds each thread of a process has run: the scheduler's nanosecond count
+    (/proc/PID/task/*/schedstat), or, where there is no /proc, psutil's user + system
+    for the whole process (clock ticks of 10 ms: too coarse for a short run of one
+    stream)."""
     tasks = Path(f"/proc/{pid}/task")
-    if tasks.is_dir():
-        total = 0
-        for task in tasks.iterdir():
-            try:
-                total += int((task / "schedstat").read_text().split()[0])
-            except (OSError, IndexError, ValueError):
-                continue  # the thread ended meanwhile
-        return total / 1e9
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
+    if not tasks.is_dir():
+        times = psutil.Process(pid).cpu_times()
+        return {"process": float(times.user + times.system)}
+    out: dict[str, float] = {}
+    for task in tasks.iterdir():
+        try:
+            out[task.name] = int((task / "schedstat").read_text().split()[0]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile
+    return out
+
+
+def cpu_since(before: dict[str, float], pid: int) -> float:
+    """CPU seconds the process has run since `before` (`cpu_threads`), thread by
+    thread: a thread started since counts whole; one that ended since is lost (what it
+    ran after `before` too: the runs start once the process is idle)."""
+    return sum(t - before.get(name, 0.0) for name, t in cpu_threads(pid).items())
 
 
 def settle(pid: int, timeout: float = 300) -> None:
@@ -327,9 +336,9 @@ def settle(pid: int, timeout: float = 300) -> None:
     thread, and that is not a streamed token's cost."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        before = cpu_seconds(pid)
+        before = cpu_threads(pid)
         time.sleep(0.5)
-        if cpu_seconds(pid) - before < 0.01:
+        if cpu_since(before, pid) < 0.01:
             return
 
 
@@ -339,11 +348,11 @@ async def batch(
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=1800)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        before = {name: cpu_threads(pid) for name, pid in pids.items()}
         started = time.perf_counter()
         results = await asyncio.gather(*(one_stream(session, url, b, expected) for b in bodies))
         wall = time.perf_counter() - started
-        cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+        cpu = {name: cpu_since(before[name], pid) for name, pid in pids.items()}
     return wall, sum(n for _, n in results), [t for t, _ in results], cpu
 
 
