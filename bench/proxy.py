@@ -4,6 +4,7 @@ and a paced scripted upstream.
     python -m bench.proxy [--upstreams scripted vllm] [--streams 1 8 64] [--tokens 128]
                           [--rounds 5] [--pace 0.02] [--tool-choice none|auto]
                           [--vllm-python PATH] [--model-dir DIR] [--toolwire-src PATH]
+                          [--vllm-url URL --vllm-pid PID]
                           [--profile DIR] [--json FILE]
 
 Every party runs in its own process, so each one's CPU time is its own: this one (the
@@ -22,7 +23,8 @@ Upstreams, one at a time:
   `.venv-vllm`) on the tiny random-weight Qwen3 (`tests/tiny_qwen3.py`), with vLLM's
   own chat serving: its renderer, `--tool-call-parser hermes`, `--reasoning-parser
   qwen3`. direct: its `/v1/chat/completions` with the very chat request the client
-  sends toolwire (same messages, tools, tool_choice, seeds, max_tokens); through:
+  sends toolwire (same messages, tools, tool_choice, max_tokens, greedy: the random
+  model would sample the padding ids past Qwen3's vocabulary); through:
   toolwire's, which calls vLLM's `/v1/completions`. `--tool-choice` defaults to
   `none` here, so both paths generate unconstrained and alike (with `auto` toolwire
   sends a structural tag, which costs vLLM's engine, not its frontend).
@@ -213,8 +215,12 @@ def toolwire(upstream: str, tokenizer: Path, source: str) -> Iterator[tuple[str,
 # -- the client ----------------------------------------------------------------------
 
 
-def chat_body(seed: int, tokens: int, tool_choice: str) -> dict[str, Any]:
+def chat_body(
+    seed: int, tokens: int, tool_choice: str, temperature: float | None = None
+) -> dict[str, Any]:
+    extra = {} if temperature is None else {"temperature": temperature}
     return {
+        **extra,
         "model": SERVED,
         "messages": MESSAGES,
         "tools": TOOLS,
@@ -494,10 +500,19 @@ def scripted_prompt(tokenizer: Path, tool_choice: str) -> list[int]:
     return list(render_prompt(MESSAGES, tok, tools=TOOLS, format="qwen3", isolate=True).ids)
 
 
-def run_vllm(args: argparse.Namespace, report: dict[str, Any]) -> None:
+@contextmanager
+def vllm_server(args: argparse.Namespace) -> Iterator[tuple[str, int, Path]]:
+    """(URL, API-server pid, model folder) of vLLM's CPU server: started here on the
+    tiny Qwen3 and stopped after, or, with `--vllm-url`, one already running (the
+    model folder it serves in `--model-dir`, its API-server process `--vllm-pid`)."""
+    if args.vllm_url:
+        if args.vllm_pid is None or args.model_dir is None:
+            raise SystemExit("--vllm-url needs --vllm-pid and --model-dir")
+        httpx.get(f"{args.vllm_url}/health", timeout=5).raise_for_status()
+        yield args.vllm_url.rstrip("/"), args.vllm_pid, args.model_dir
+        return
     from tests.vllm_rig import VllmServer
 
-    tool_choice = args.tool_choice or "none"
     with tempfile.TemporaryDirectory(prefix="toolwire-bench-") as tmp:
         model = args.model_dir or Path(tmp) / "tiny-qwen3"
         build = [args.vllm_python, "-m", "tests.tiny_qwen3", str(model)]
@@ -508,23 +523,32 @@ def run_vllm(args: argparse.Namespace, report: dict[str, Any]) -> None:
         try:
             print(f"vLLM healthy after {server.startup_seconds:.0f} s")
             assert server.process is not None
-            api_pid = server.process.pid
-            with toolwire(server.url, model, args.toolwire_src) as (tw_url, tw_pid):
-                chat = lambda n: [chat_body(s, args.tokens, tool_choice) for s in range(n)]  # noqa: E731
-                direct = (f"{server.url}/v1/chat/completions", chat)
-                through = (f"{tw_url}/v1/chat/completions", chat)
-                pids = {"toolwire": tw_pid, "vllm_api": api_pid}
-                for url, bodies in (direct, through):
-                    asyncio.run(batch(url, bodies(2), args.tokens, {}))
-                settle(tw_pid)
-                print(f"vLLM upstream: max_tokens {args.tokens}, tool_choice {tool_choice!r}")
-                runs = alternate(
-                    "vllm", args.streams, args.rounds, direct, through, args.tokens, pids
-                )
-                report["runs"] += [asdict(r) for r in runs]
-                report["summary"] += summarize(runs, "vllm_api")
+            yield server.url, server.process.pid, model
         finally:
             server.stop()
+
+
+def run_vllm(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    tool_choice = args.tool_choice or "none"
+    with (
+        vllm_server(args) as (url, api_pid, model),
+        toolwire(url, model, args.toolwire_src) as (tw_url, tw_pid),
+    ):
+        # greedy: the random model samples the padding ids past Qwen3's vocabulary
+        # (151669..151935), which toolwire refuses as an engine error
+        def chat(n: int) -> list[dict[str, Any]]:
+            return [chat_body(s, args.tokens, tool_choice, temperature=0.0) for s in range(n)]
+
+        direct = (f"{url}/v1/chat/completions", chat)
+        through = (f"{tw_url}/v1/chat/completions", chat)
+        pids = {"toolwire": tw_pid, "vllm_api": api_pid}
+        for where, bodies in (direct, through):
+            asyncio.run(batch(where, bodies(2), args.tokens, {}))
+        settle(tw_pid)
+        print(f"vLLM upstream: max_tokens {args.tokens}, tool_choice {tool_choice!r}, greedy")
+        runs = alternate("vllm", args.streams, args.rounds, direct, through, args.tokens, pids)
+        report["runs"] += [asdict(r) for r in runs]
+        report["summary"] += summarize(runs, "vllm_api")
 
 
 # -- the report ----------------------------------------------------------------------
@@ -607,6 +631,8 @@ def main() -> int:
     )
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     parser.add_argument("--model-dir", type=Path, help="where the tiny Qwen3 is built (kept)")
+    parser.add_argument("--vllm-url", help="a vLLM server already running (not stopped)")
+    parser.add_argument("--vllm-pid", type=int, help="its API-server process, with --vllm-url")
     parser.add_argument("--toolwire-src", default=str(ROOT / "src"), help="toolwire's PYTHONPATH")
     parser.add_argument("--profile", type=Path, help="py-spy the scripted runs, raw stacks here")
     parser.add_argument("--json", type=Path, help="write runs, summary and profiles here")
