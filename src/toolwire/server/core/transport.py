@@ -37,9 +37,13 @@ __all__ = ["ClientGone", "Framer", "read_json", "sse", "stream", "unless_disconn
 T = TypeVar("T")
 
 
+#: One encoder for every event: `json.dumps` with options builds a new one per call.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def sse(payload: dict[str, Any], event: str | None = None) -> bytes:
     """One server-sent event carrying `payload` as JSON (with an `event:` name if given)."""
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    data = _encode(payload).encode()
     head = f"event: {event}\n".encode() if event else b""
     return head + b"data: " + data + b"\n\n"
 
