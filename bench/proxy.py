@@ -23,8 +23,8 @@ Upstreams, one at a time:
   `.venv-vllm`) on the tiny random-weight Qwen3 (`tests/tiny_qwen3.py`), with vLLM's
   own chat serving: its renderer, `--tool-call-parser hermes`, `--reasoning-parser
   qwen3`. direct: its `/v1/chat/completions` with the very chat request the client
-  sends toolwire (same messages, tools, tool_choice, max_tokens, greedy: the random
-  model would sample the padding ids past Qwen3's vocabulary); through:
+  sends toolwire (same messages, tools, tool_choice, max_tokens, seeds: the seeds
+  whose output stays in Qwen3's vocabulary, see `in_vocabulary_seeds`); through:
   toolwire's, which calls vLLM's `/v1/completions`. `--tool-choice` defaults to
   `none` here, so both paths generate unconstrained and alike (with `auto` toolwire
   sends a structural tag, which costs vLLM's engine, not its frontend).
@@ -215,12 +215,8 @@ def toolwire(upstream: str, tokenizer: Path, source: str) -> Iterator[tuple[str,
 # -- the client ----------------------------------------------------------------------
 
 
-def chat_body(
-    seed: int, tokens: int, tool_choice: str, temperature: float | None = None
-) -> dict[str, Any]:
-    extra = {} if temperature is None else {"temperature": temperature}
+def chat_body(seed: int, tokens: int, tool_choice: str) -> dict[str, Any]:
     return {
-        **extra,
         "model": SERVED,
         "messages": MESSAGES,
         "tools": TOOLS,
@@ -528,16 +524,45 @@ def vllm_server(args: argparse.Namespace) -> Iterator[tuple[str, int, Path]]:
             server.stop()
 
 
+def in_vocabulary_seeds(url: str, count: int, tokens: int, tool_choice: str) -> list[int]:
+    """`count` seeds whose sampled output stays inside Qwen3's vocabulary: the random
+    model also samples the padding ids past it (151669..151935, about one token in
+    600), which toolwire refuses as an engine error. Found by asking toolwire, once;
+    greedy decoding is no way out (this model then repeats `\\n`, which streams no
+    text)."""
+
+    async def answer(session: aiohttp.ClientSession, seed: int) -> bool:
+        body = {**chat_body(seed, tokens, tool_choice), "stream": False}
+        del body["stream_options"]
+        async with session.post(f"{url}/v1/chat/completions", json=body) as response:
+            return response.status == 200
+
+    async def screen(candidates: list[int]) -> list[int]:
+        timeout = aiohttp.ClientTimeout(total=1800)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            good = await asyncio.gather(*(answer(session, s) for s in candidates))
+        return [s for s, ok in zip(candidates, good, strict=True) if ok]
+
+    seeds: list[int] = []
+    start = 0
+    while len(seeds) < count:
+        batch_size = count - len(seeds) + count // 4 + 1
+        seeds += asyncio.run(screen(list(range(start, start + batch_size))))
+        start += batch_size
+    print(f"seeds in the vocabulary: {count} of the first {start}")
+    return seeds[:count]
+
+
 def run_vllm(args: argparse.Namespace, report: dict[str, Any]) -> None:
     tool_choice = args.tool_choice or "none"
     with (
         vllm_server(args) as (url, api_pid, model),
         toolwire(url, model, args.toolwire_src) as (tw_url, tw_pid),
     ):
-        # greedy: the random model samples the padding ids past Qwen3's vocabulary
-        # (151669..151935), which toolwire refuses as an engine error
+        seeds = in_vocabulary_seeds(tw_url, max(args.streams), args.tokens, tool_choice)
+
         def chat(n: int) -> list[dict[str, Any]]:
-            return [chat_body(s, args.tokens, tool_choice, temperature=0.0) for s in range(n)]
+            return [chat_body(s, args.tokens, tool_choice) for s in seeds[:n]]
 
         direct = (f"{url}/v1/chat/completions", chat)
         through = (f"{tw_url}/v1/chat/completions", chat)
@@ -545,7 +570,7 @@ def run_vllm(args: argparse.Namespace, report: dict[str, Any]) -> None:
         for where, bodies in (direct, through):
             asyncio.run(batch(where, bodies(2), args.tokens, {}))
         settle(tw_pid)
-        print(f"vLLM upstream: max_tokens {args.tokens}, tool_choice {tool_choice!r}, greedy")
+        print(f"vLLM upstream: max_tokens {args.tokens}, tool_choice {tool_choice!r}")
         runs = alternate("vllm", args.streams, args.rounds, direct, through, args.tokens, pids)
         report["runs"] += [asdict(r) for r in runs]
         report["summary"] += summarize(runs, "vllm_api")
