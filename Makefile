@@ -73,10 +73,13 @@ $(BENCH)/python:
 
 # Parser benchmark: toolwire vs vLLM and SGLang on the same token streams (bench/parsers.py);
 # grammar benchmark: structural tag compile cost vs XGrammar's built-ins, and the embedded
-# server's time to first token (bench/grammar.py, in .venv: XGrammar + llama.cpp).
-bench: .venv-bench/.peers-installed $(VENV)/.test-installed
+# server's time to first token (bench/grammar.py, in .venv: XGrammar + llama.cpp);
+# proxy benchmark: `toolwire serve` in front of a paced scripted upstream and of vLLM's
+# CPU server (.venv-vllm), beside vLLM's own chat frontend (bench/proxy.py).
+bench: .venv-bench/.peers-installed $(VENV)/.test-installed .venv-vllm/.vllm-installed
 	$(BENCH)/python -m bench.parsers
 	$(BIN)/python -m bench.grammar
+	$(BIN)/python -m bench.proxy --vllm-python $(VLLM)/python
 
 # The full conformance run: toolwire (held and stream_arguments=True), vLLM and SGLang on
 # every format, each peer driven per request as its server drives it (the adapters and

@@ -148,10 +148,11 @@ class ScriptedUpstream:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     refuse: int | None = None  # answer every request with this HTTP status
-    #: Answers each request by its body when no script is queued (None: empty answers).
+    #: Answers each request by its body when no script is queued (None: `default`).
     responder: Callable[[dict[str, Any]], Script] | None = None
     #: The `max_model_len` its `/v1/models` lists (None: no `/v1/models`).
     context: int | None = None
+    default: Script | None = None  # answered when nothing else does (None: no ids)
 
     def app(self) -> Starlette:
         path = "/v1/completions" if self.protocol == "vllm" else "/generate"
@@ -171,8 +172,10 @@ class ScriptedUpstream:
             return JSONResponse({"error": {"message": "refused"}}, status_code=self.refuse)
         if self.scripts:
             script = self.scripts.pop(0)
+        elif self.responder is not None:
+            script = self.responder(body)
         else:
-            script = Script([]) if self.responder is None else self.responder(body)
+            script = self.default or Script([])
         events = self._events(script, body.get("logprobs"))
         return StreamingResponse(events, media_type="text/event-stream")
 

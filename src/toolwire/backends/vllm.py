@@ -12,6 +12,7 @@ Request body (fields of vLLM's `CompletionRequest`)::
                                          # chunk's choices[].logprobs, by id
 
 The server never sends `stop` strings upstream: they are matched on parsed content.
+The events that arrived together (`RemoteClient.events`' batches) become one Delta.
 
 A tag vLLM rejects (HTTP 400 naming the structured output: its nesting limit, its own
 XGrammar version) is not the request's fault: before any output, the request is sent
@@ -29,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolwire.backends.base import Delta, EngineError, Generation, TokenLogprob
-from toolwire.backends.remote import RemoteClient, token_ids
+from toolwire.backends.remote import RemoteClient, in_vocabulary, token_ids
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["VllmEngine", "completion_body", "read_logprobs", "rejects_tag"]
@@ -140,32 +141,65 @@ class VllmEngine:
             await deltas.aclose()  # closes the response: vLLM aborts the request
 
     async def _deltas(self, generation: Generation) -> AsyncGenerator[Delta, None]:
+        """One Delta per batch of events (every event that had arrived: see
+        `RemoteClient.events`); a bad event ends the stream after the ids before it."""
         body = completion_body(generation, self._upstream_model)
-        async for payload in self._client.events("/v1/completions", body):
-            choices = payload.get("choices")
-            if choices is None:
-                continue  # a usage-only chunk
-            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
-                raise EngineError("vLLM returned 'choices' that is not a list of objects")
-            for choice in choices:
-                ids = choice.get("token_ids")
-                reason = choice.get("finish_reason")
-                if ids is None and reason is None:
-                    raise EngineError(
-                        "vLLM returned a chunk without token_ids: is return_token_ids "
-                        "supported by this vLLM version?"
-                    )
-                ids = [] if ids is None else token_ids(ids, "vLLM's choices[].token_ids")
-                logprobs = None
-                if generation.logprobs is not None and ids:
-                    logprobs = read_logprobs(choice.get("logprobs"), ids, generation.logprobs)
-                yield Delta(list(ids), _reason(reason), logprobs=logprobs)
+        vocab = self.tokenizer.vocab_size
+        async for batch in self._client.events("/v1/completions", body):
+            ids: list[int] = []
+            logprobs: list[TokenLogprob] | None = None if generation.logprobs is None else []
+            try:
+                chosen, reason = _read(batch, ids, vocab, generation.logprobs, logprobs)
+            except EngineError:
+                if ids:
+                    yield Delta(ids, logprobs=logprobs[: len(ids)] if logprobs else None)
+                raise
+            if chosen:
+                yield Delta(ids, reason, logprobs=logprobs)
                 if reason is not None:
                     return
         raise EngineError("vLLM ended the stream without a finish_reason")
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def _read(
+    batch: list[dict[str, Any]],
+    ids: list[int],
+    vocab: int,
+    top: int | None = None,
+    logprobs: list[TokenLogprob] | None = None,
+) -> tuple[bool, str | None]:
+    """Appends the batch's output ids to `ids` (and, when the generation asked for
+    `top` logprobs, their entries to `logprobs`), up to and including the first choice
+    with a finish reason; returns whether any event had a choice (usage-only chunks
+    have none) and that finish reason (None while generating)."""
+    chosen = False
+    for payload in batch:
+        choices = payload.get("choices")
+        if choices is None:
+            continue  # a usage-only chunk
+        if type(choices) is not list or not all(type(c) is dict for c in choices):
+            raise EngineError("vLLM returned 'choices' that is not a list of objects")
+        for choice in choices:
+            chosen = True
+            new = choice.get("token_ids")
+            reason = choice.get("finish_reason")
+            if new is None and reason is None:
+                raise EngineError(
+                    "vLLM returned a chunk without token_ids: is return_token_ids "
+                    "supported by this vLLM version?"
+                )
+            if new is not None:
+                what = "vLLM's choices[].token_ids"
+                new_ids = in_vocabulary(token_ids(new, what), what, vocab)
+                if top is not None and logprobs is not None and new_ids:
+                    logprobs += read_logprobs(choice.get("logprobs"), new_ids, top)
+                ids += new_ids
+            if reason is not None:
+                return True, _reason(reason)  # raises for an error, after the ids before it
+    return chosen, None
 
 
 def _reason(reason: Any) -> str | None:

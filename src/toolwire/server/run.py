@@ -1,7 +1,14 @@
-"""`toolwire serve`: build the engine, log what the operator must know, run uvicorn."""
+"""`toolwire serve`: build the engine, log what the operator must know, run uvicorn.
+
+uvicorn runs on uvloop with httptools' parser (the `server` extra installs both): per
+streamed token, asyncio's own loop and h11 cost the proxy several times more. Where
+either is missing (uvloop has no Windows build) the pure-Python one runs, with a
+warning.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 import uvicorn
@@ -14,7 +21,7 @@ from toolwire.server.core.grammars import GrammarSettings
 from toolwire.server.core.pipeline import Limits, warm_up
 from toolwire.server.engines import build_engine
 
-__all__ = ["build_app", "grammar_from", "limits_from", "prepare", "serve"]
+__all__ = ["build_app", "grammar_from", "limits_from", "loop_and_http", "prepare", "serve"]
 
 log = logging.getLogger("toolwire.server")
 
@@ -66,10 +73,30 @@ def build_app(config: ServerConfig) -> FastAPI:
     return prepare(engine, limits_from(config), grammar_from(config))
 
 
+def loop_and_http() -> tuple[str, str]:
+    """uvicorn's `loop` and `http` settings: uvloop and httptools when installed."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    for name, used in (("uvloop", loop), ("httptools", http)):
+        if used != name:
+            log.warning(
+                "%s is not installed: serving on %s, which costs more per token", name, used
+            )
+    return loop, http
+
+
 def serve(config: ServerConfig) -> None:
     """Run the server until interrupted."""
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     app = build_app(config)
-    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level.lower())
+    loop, http = loop_and_http()
+    uvicorn.run(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level.lower(),
+        loop=loop,
+        http=http,
+    )

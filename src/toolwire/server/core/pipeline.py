@@ -443,7 +443,9 @@ class ChoiceRun:
         self._stream: AsyncIterator[Delta] | None = None
         self._first: Delta | None = None
         self._started = 0.0
-        self._deadline: float | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._expired = False
+        self._waiter: asyncio.Task[Any] | None = None
         self._last: float | None = None
         self._ended = False
         self._accounted = False
@@ -463,7 +465,8 @@ class ChoiceRun:
         """
         self._started = time.perf_counter()
         timeout = self._limits.timeout
-        self._deadline = None if timeout is None else self._started + timeout
+        if timeout is not None:  # one timer for the whole run, not one per delta
+            self._deadline = asyncio.get_running_loop().call_later(timeout, self._expire)
         self._stream = self._engine.stream(self._plan.generation)
         try:
             self._first = await self._next()
@@ -475,26 +478,37 @@ class ChoiceRun:
             await self.aclose()
             raise
 
+    def _expire(self) -> None:
+        """The deadline passed: a wait for the engine ends now (the task waiting is
+        cancelled, as `asyncio.timeout` does), and no later one starts."""
+        self._expired = True
+        if self._waiter is not None:
+            self._waiter.cancel()
+
+    def _timed_out(self) -> ApiError:
+        return ApiError(
+            504,
+            f"the request took longer than {self._limits.timeout:g} s",
+            type="timeout",
+            code="timeout",
+        )
+
     async def _next(self) -> Delta | None:
         assert self._stream is not None
+        if self._expired:
+            raise self._timed_out()
+        task = self._waiter = asyncio.current_task()
         try:
-            if self._deadline is None:
-                delta = await anext(self._stream)
-            else:
-                remaining = self._deadline - time.perf_counter()
-                if remaining <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(remaining):  # in this task: no task per delta
-                    delta = await anext(self._stream)
+            delta = await anext(self._stream)
         except StopAsyncIteration:
             return None
-        except TimeoutError:
-            raise ApiError(
-                504,
-                f"the request took longer than {self._limits.timeout:g} s",
-                type="timeout",
-                code="timeout",
-            ) from None
+        except asyncio.CancelledError:
+            # the deadline's cancel, unless the task was cancelled for another reason too
+            if self._expired and task is not None and task.uncancel() == 0:
+                raise self._timed_out() from None
+            raise
+        finally:
+            self._waiter = None
         return self._checked(delta)
 
     def _checked(self, delta: Any) -> Delta:
@@ -642,6 +656,8 @@ class ChoiceRun:
 
     async def aclose(self) -> None:
         """Stop the generation and count the run (idempotent)."""
+        if self._deadline is not None:
+            self._deadline.cancel()
         stream, self._stream = self._stream, None
         try:
             if stream is not None:

@@ -37,9 +37,13 @@ __all__ = ["ClientGone", "Framer", "read_json", "sse", "stream", "unless_disconn
 T = TypeVar("T")
 
 
+#: One encoder for every event: `json.dumps` with options builds a new one per call.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def sse(payload: dict[str, Any], event: str | None = None) -> bytes:
     """One server-sent event carrying `payload` as JSON (with an `event:` name if given)."""
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    data = _encode(payload).encode()
     head = f"event: {event}\n".encode() if event else b""
     return head + b"data: " + data + b"\n\n"
 
@@ -133,23 +137,29 @@ class Framer(Protocol):
 
 
 async def stream(run: Run, framer: Framer, metrics: Metrics) -> AsyncIterator[bytes]:
-    """The response body of a started run: always ends with `framer.closing()`."""
+    """The response body of a started run: always ends with `framer.closing()`.
+
+    One piece (one write to the socket) per step, whatever number of events and
+    chunks it holds: the step is everything the engine had delivered, so nothing that
+    arrived waits. The last step goes out with the closing bytes.
+    """
+    last: list[bytes] = []
     try:
-        for data in framer.opening():
-            yield data
+        yield b"".join(framer.opening())
         async for step in run.steps():
             if step.error is not None:
-                for data in framer.step(Step(step.events)):
-                    yield data
-                for data in framer.error(step.error):
-                    yield data
+                last = [*framer.step(Step(step.events)), *framer.error(step.error)]
                 break
-            for data in framer.step(step):
-                yield data
+            if step.finish_reason is not None:  # a choice's last step: with the closing
+                if last:  # (n > 1: an earlier choice's last step goes out now)
+                    yield b"".join(last)
+                last = list(framer.step(step))
+            else:
+                data = b"".join(framer.step(step))
+                if data:
+                    yield data
     except Exception as exc:  # the framer failed (a bug): still end the stream properly
         metrics.stream_errors.inc()
         await run.aclose()
-        for data in framer.error(failure(exc)):
-            yield data
-    for data in framer.closing():
-        yield data
+        last = list(framer.error(failure(exc)))
+    yield b"".join([*last, *framer.closing()])
