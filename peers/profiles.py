@@ -311,6 +311,13 @@ PROFILES: dict[str, Profile] = {
     "hunyuan": Profile(
         "derived:hunyuan", None, None, ("<|eos|>",), _v("hunyuan_a13b", "hunyuan_a13b"),
     ),
+    # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
+    "hy_v3": Profile(
+        "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),
+    ),
+    "hy_v4": Profile(
+        "derived:hy_v4", None, None, ("<|eos|>",), _v("hy_v4", "hy_v4"), _s("hunyuan"),
+    ),
     "mistral": Profile(
         "mistral/tekken_240718.json.gz", None, None, ("</s>",), _v("mistral"), _s("mistral"),
     ),

@@ -122,6 +122,27 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|eos|>",
         "",
     ),
+    # Hunyuan V3 / V4: A13B's turn markers (no Hy3/Hy4 vocabulary is available offline)
+    # and the structural tokens SGLang's `hunyuan` detector resolves; Hy4 has no
+    # `<tool_sep>` (the detector's note).
+    "hy_v3": (
+        [
+            "<|startoftext|>", "<|eos|>", "<think>", "</think>", "<tool_calls>",
+            "</tool_calls>", "<tool_call>", "</tool_call>", "<tool_sep>", "<arg_key>",
+            "</arg_key>", "<arg_value>", "</arg_value>",
+        ],
+        "<|eos|>",
+        "",
+    ),
+    "hy_v4": (
+        [
+            "<|startoftext|>", "<|eos|>", "<think>", "</think>", "<tool_calls>",
+            "</tool_calls>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>",
+            "<arg_value>", "</arg_value>",
+        ],
+        "<|eos|>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

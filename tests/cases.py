@@ -46,6 +46,8 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "command": lambda: derived_tokenizer("command"),
     "granite": lambda: derived_tokenizer("granite"),
     "hunyuan": lambda: derived_tokenizer("hunyuan"),
+    "hy_v3": lambda: derived_tokenizer("hy_v3"),
+    "hy_v4": lambda: derived_tokenizer("hy_v4"),
     # Kimi K3 and Inkling: no vocabulary is published offline or on PyPI either.
     "kimi_k3": lambda: derived_tokenizer("kimi_k3"),
     "inkling": lambda: derived_tokenizer("inkling"),

@@ -300,3 +300,50 @@ def _suffixed(tok: Any, suffix: str) -> Any:
 def message_with(tok: Any, name: str, text: str) -> Message:
     parser = Parser(name, tok, tools=cases.TOOLS)
     return Message.from_events(parser.feed(tok.encode(text)) + parser.finish())
+
+
+# -- Hunyuan V3 / V4: tagged calls, with or without the checkpoint's suffix ------------
+
+#: Hy4's output as the shipping `:opensource` checkpoints write it (the issue's sample).
+HY4_OPENSOURCE = (
+    "sure!<tool_calls:opensource><tool_call:opensource>get_weather"
+    "<arg_key:opensource>city</arg_key:opensource><arg_value:opensource>Beijing"
+    "</arg_value:opensource><arg_key:opensource>days</arg_key:opensource>"
+    "<arg_value:opensource>3</arg_value:opensource></tool_call:opensource>"
+    "</tool_calls:opensource>"
+)
+
+
+@pytest.mark.parametrize("family", ["hy_v3", "hy_v4"])
+@pytest.mark.parametrize("suffix", ["", ":opensource"])
+def test_hunyuan_v3_v4_calls_are_read_with_or_without_the_suffix(family: str, suffix: str) -> None:
+    plain = cases.tokenizer(family)
+    tok = _suffixed(plain, suffix) if suffix else plain
+    fmt = hunyuan.resolve(tok.added_tokens)
+    assert fmt.name == family
+    sep = f"<tool_sep{suffix}>" if family == "hy_v3" else ""
+    text = HY4_OPENSOURCE.replace(":opensource", suffix).replace("get_weather", "get_weather" + sep)
+    ids = tok.encode(text)
+    for stream in (False, True):
+        for size in (1, 3, len(ids)):
+            parser = Parser(fmt, tok, tools=cases.TOOLS, stream_arguments=stream)
+            assert parser.gated
+            events = []
+            for start in range(0, len(ids), size):
+                events += parser.feed(ids[start : start + size])
+            msg = Message.from_events(events + parser.finish())
+            assert msg.content == "sure!"
+            # Values typed from the schema: `days` is an integer, 3 and not "3".
+            assert calls_of(msg) == [("get_weather", {"city": "Beijing", "days": 3})]
+    # The suffixed tokens are not the unsuffixed format's (and the reverse).
+    other = formats.get(family)
+    if suffix:
+        assert Message.from_events(Parser(other, tok, tools=cases.TOOLS).feed(ids)).tool_calls == []
+
+
+def test_hunyuan_resolve_tells_the_dialects_apart() -> None:
+    assert hunyuan.resolve(cases.tokenizer("hy_v3").added_tokens) is formats.get("hy_v3")
+    assert hunyuan.resolve(cases.tokenizer("hy_v4").added_tokens) is formats.get("hy_v4")
+    assert hunyuan.resolve(cases.tokenizer("hunyuan").added_tokens) is formats.get("hunyuan")
+    suffixed = hunyuan.resolve(["<tool_calls:x>", "<tool_call:x>", "<tool_sep:x>", "<arg_key:x>"])
+    assert suffixed.name == "hy_v3" and suffixed.marks[0] == "<tool_sep:x>"

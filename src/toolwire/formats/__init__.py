@@ -179,6 +179,8 @@ def _import_builtins() -> None:
         granite4,
         hermes,
         hunyuan,
+        hy_v3,
+        hy_v4,
         inkling,
         kimi_k2,
         kimi_k3,
