@@ -222,6 +222,35 @@ def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str)
     assert msg.content == text
 
 
+#: LFM2's JSON mode (Liquid's documentation; SGLang's `lfm2` detector's docstring).
+LFM2_JSON = (
+    '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}, '
+    '{"name": "get_weather", "arguments": {"city": "Rome"}}]<|tool_call_end|>'
+)
+
+
+def test_lfm2_json_mode_lists_are_calls_in_any_chunking() -> None:
+    tok = cases.tokenizer("lfm2")
+    ids = tok.encode("Checking." + LFM2_JSON + "Done.")
+    rome = ("get_weather", {"city": "Rome"})
+    for stream in (False, True):
+        for size in (1, 2, 5, len(ids)):
+            parser = Parser("lfm2", tok, tools=cases.TOOLS, stream_arguments=stream)
+            events = []
+            for start in range(0, len(ids), size):
+                events += parser.feed(ids[start : start + size])
+            msg = Message.from_events(events + parser.finish())
+            assert calls_of(msg) == [WEATHER, rome]
+            assert squash(msg.content) == squash("Checking.\nDone.")
+    # A JSON item and a pythonic one may share a list; a broken JSON item is content.
+    mixed = '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Rome"}}, '
+    mixed += 'get_weather(city="Paris", days=3)]<|tool_call_end|>'
+    assert calls_of(message("lfm2", tok.encode(mixed))) == [rome, WEATHER]
+    broken = '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": }]<|tool_call_end|>'
+    msg = message("lfm2", tok.encode(broken))
+    assert msg.tool_calls == [] and squash(msg.content) == squash(broken)
+
+
 def test_lfm2_a_bare_list_is_the_pythonic_format() -> None:
     tok = cases.tokenizer("lfm2")
     bare = NATIVE["lfm2"].removeprefix("<|tool_call_start|>").removesuffix("<|tool_call_end|>")
