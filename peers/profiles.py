@@ -230,6 +230,11 @@ PROFILES: dict[str, Profile] = {
         "deepseek_v4", None, "thinking", _DEEPSEEK,
         _v("deepseek_v4", "deepseek_v4", skip=False), _s("deepseekv4", "deepseek-v4"),
     ),
+    # DeepSeek V4.1: V4's vocabulary (the `｜DSML｜` token; no V4.1 folder offline).
+    "deepseek_v41": Profile(
+        "deepseek_v4", None, "thinking", _DEEPSEEK,
+        _v("deepseek_v41", "deepseek_v41", skip=False), _s("deepseekv41", "deepseek-v4"),
+    ),
     "kimi_k2": Profile(
         "derived:kimi_k2", "kimi_k2/Kimi-K2-Thinking.jinja", None, ("<|im_end|>", "[EOS]"),
         _v("kimi_k2", "kimi_k2", skip=False), _s("kimi_k2", "kimi_k2"),

@@ -31,6 +31,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "deepseek_v31": lambda: tokenizer_for("deepseek_v3"),
     "deepseek_v32": lambda: tokenizer_for("deepseek_v4"),
     "deepseek_v4": lambda: tokenizer_for("deepseek_v4"),
+    "deepseek_v41": lambda: tokenizer_for("deepseek_v4"),
     # DERIVED tokenizers (tests/derived.py): Qwen3's vocabulary plus the family's
     # delimiters as added tokens; no real vocabulary exists offline for these.
     "kimi_k2": lambda: derived_tokenizer("kimi_k2"),

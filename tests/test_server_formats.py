@@ -45,6 +45,7 @@ SERVED: dict[str, tuple[str | None, str | None]] = {
 #: Registered formats with no chat template in the shared data, and why.
 NO_TEMPLATE = {
     "deepseek_v4": "no template ships with its tokenizer",
+    "deepseek_v41": "no template ships with its tokenizer",
     **{
         name: "no chat template or vocabulary of the family is available offline"
         for name in (

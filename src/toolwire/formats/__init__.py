@@ -171,6 +171,7 @@ def _import_builtins() -> None:
         deepseek_v4,
         deepseek_v31,
         deepseek_v32,
+        deepseek_v41,
         gemma4,
         glm45,
         glm47,
