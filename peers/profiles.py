@@ -316,6 +316,13 @@ PROFILES: dict[str, Profile] = {
     "hunyuan": Profile(
         "derived:hunyuan", None, None, ("<|eos|>",), _v("hunyuan_a13b", "hunyuan_a13b"),
     ),
+    # Llama 4: <|eot|> and <|eom|> end a turn.
+    "llama4": Profile(
+        "derived:llama4", None, None, ("<|eot|>", "<|eom|>"), _v("llama4_pythonic"),
+        _s("pythonic"),
+    ),
+    # Nemotron Nano v2: no vLLM or SGLang parser in the pinned builds.
+    "nemotron": Profile("derived:nemotron", None, None, ("<|end|>",)),
     # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
     "hy_v3": Profile(
         "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),

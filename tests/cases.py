@@ -52,6 +52,8 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     # Kimi K3 and Inkling: no vocabulary is published offline or on PyPI either.
     "kimi_k3": lambda: derived_tokenizer("kimi_k3"),
     "inkling": lambda: derived_tokenizer("inkling"),
+    "llama4": lambda: derived_tokenizer("llama4"),
+    "nemotron": lambda: derived_tokenizer("nemotron"),
     "minimax_m3": lambda: derived_tokenizer("minimax_m3"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.

@@ -1,4 +1,4 @@
-"""Granite 4, Seed-OSS, LFM2, Command, Granite 3 and Hunyuan: per-format behaviour.
+"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan: per-format tests.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -34,6 +34,9 @@ NATIVE = {
     "seed_oss": "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
     "<parameter=days>\n3\n</parameter>\n</function>\n</seed:tool_call>",
     "lfm2": '<|tool_call_start|>[get_weather(city="Paris", days=3)]<|tool_call_end|>',
+    "llama4": '<|python_start|>[get_weather(city="Paris", days=3)]<|python_end|>',
+    "nemotron": '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
+    "</TOOLCALL>",
     "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
     '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
@@ -182,7 +185,7 @@ def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> No
 # -- lists ended by a mark (LFM2, Command) ---------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
 def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -195,7 +198,7 @@ def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -
     assert squash(cut.content) == squash(tok.decode(ids))
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
 def test_text_after_the_list_is_content(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -205,7 +208,7 @@ def test_text_after_the_list_is_content(name: str) -> None:
         assert msg.content == "Done."
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
 def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str) -> None:
     mark = formats.get(name).marks[0]
     text = NATIVE[name].removesuffix(mark) + mark[:5] + "x and more."

@@ -57,6 +57,8 @@ NO_TEMPLATE = {
             "hunyuan",
             "hy_v3",
             "hy_v4",
+            "llama4",
+            "nemotron",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",
