@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: test lint types pytest bench check clean serve check-engines test-vllm
+.PHONY: test test-fast lint types pytest bench check clean serve check-engines test-vllm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ types: $(VENV)/.test-installed
 
 pytest: $(VENV)/.test-installed
 	$(BIN)/pytest
+
+# The unit tier alone, in about a minute: every module's unit tests on the synthetic
+# vocabulary (no ../shared, no servers, no grammar compiles on real vocabularies);
+# tests/conftest.py says which tests are integration tests.
+test-fast: $(VENV)/.test-installed
+	$(BIN)/pytest --fast
 
 # The peers' parsers (vLLM 0.33, SGLang 0.5.23) in their own venv, as ../shared/PEERS.md
 # says: the CPU torch wheel first, their small dependencies, then both --no-deps;

