@@ -5,9 +5,11 @@ Routes::
     POST /v1/chat/completions        chat/        (Chat Completions)
     POST /v1/responses, GET/DELETE .../{id}  responses/ (Responses, with its store)
     POST /v1/messages, .../count_tokens  messages/ (Anthropic Messages)
-    GET  /v1/models                  the one served model
+    GET  /v1/models                  the served model (and its further names), with
+                                     its context as `max_model_len`
     GET  /health                     what the operator was warned about (always 200)
     GET  /health/live, /health/ready the process runs; a request would be answered
+    GET|HEAD /api/hello              reachability (Claude Code probes its base URL so)
     GET  /metrics                    Prometheus text (summed over workers)
 
 Every API's turn route goes through `core.turn.Turn` (the key check, validation,
@@ -39,6 +41,10 @@ from toolwire.server.health import Readiness, live
 from toolwire.server.responses.store import MemoryStore, ResponseStore
 
 __all__ = ["create_app", "startup_warnings"]
+
+
+def _pattern(name: str) -> bool:
+    return any(c in name for c in "*?[")
 
 
 def startup_warnings(engine: Engine) -> list[str]:
@@ -102,10 +108,28 @@ def create_app(
     @app.get("/v1/models")
     async def models(http: Request) -> Response:
         async def work() -> Response:
-            model = {"id": engine.model, "object": "model", "created": 0, "owned_by": "toolwire"}
-            return JSONResponse({"object": "list", "data": [model]})
+            names = [engine.model, *(a for a in limits.model_aliases if not _pattern(a))]
+            listed = []
+            for name in dict.fromkeys(names):
+                model: dict[str, Any] = {
+                    "id": name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "toolwire",
+                    "root": engine.model,
+                }
+                if engine.context_length is not None:
+                    model["max_model_len"] = engine.context_length
+                listed.append(model)
+            return JSONResponse({"object": "list", "data": listed})
 
         return await turn.answer(errors, "/v1/models", http, work)
+
+    @app.api_route("/api/hello", methods=["GET", "HEAD"])
+    async def hello() -> dict[str, Any]:
+        # Claude Code's reachability probe of its base URL (HEAD), before its first turn
+        metrics.requests.labels("/api/hello", "200").inc()
+        return {"status": "ok"}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from toolwire.server import guidance
 
-__all__ = ["OPTIONS", "Option", "ServerConfig", "add_arguments", "config_from"]
+__all__ = ["OPTIONS", "Option", "ServerConfig", "add_arguments", "config_from", "served_names"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,14 @@ OPTIONS: tuple[Option, ...] = (
         "GGUF path (llama; default: bundled SmolLM2-135M-Instruct) "
         "or the upstream's model name (vllm)",
     ),
-    Option("--served-model-name", str, None, "the model name clients send (default: --model)"),
+    Option(
+        "--served-model-name",
+        str,
+        None,
+        "the model names clients send, comma-separated: the first is the model's name "
+        "(default: --model's), the others more names or fnmatch patterns "
+        "('qwen3,claude-*', or '*' for any name)",
+    ),
     Option("--upstream", str, None, "base URL of the vLLM or SGLang server"),
     Option(
         "--tokenizer",
@@ -66,10 +73,28 @@ OPTIONS: tuple[Option, ...] = (
         "template and the vocabulary)",
     ),
     Option("--chat-template", str, None, "a .jinja chat template file (default: the model's)"),
-    Option("--context", int, 4096, "context length of the embedded engine"),
+    Option(
+        "--context",
+        int,
+        None,
+        "context length of the embedded engine (default: the GGUF's training context)",
+    ),
     Option("--threads", int, None, "CPU threads of the embedded engine (default: all)"),
     Option("--max-tokens", int, 512, "max_tokens when a request gives none"),
-    Option("--max-prompt-tokens", int, None, "longest prompt accepted for remote engines"),
+    Option(
+        "--max-prompt-tokens",
+        int,
+        None,
+        "longest prompt accepted (default: the model's context less one; for vllm/sglang "
+        "the context is the upstream's max_model_len from its /v1/models)",
+    ),
+    Option(
+        "--hosted-tools",
+        str,
+        "drop",
+        "hosted tools a request declares (web_search, file_search, mcp...): drop (not "
+        "offered; named in a response header, counted) or refuse (a 400)",
+    ),
     Option("--timeout", float, 600.0, "seconds one request may take (0: no limit)"),
     Option(
         "--upstream-timeout",
@@ -176,10 +201,11 @@ class ServerConfig:
     tokenizer: str | None = None
     format: str | None = None
     chat_template: str | None = None
-    context: int = 4096
+    context: int | None = None
     threads: int | None = None
     max_tokens: int = 512
     max_prompt_tokens: int | None = None
+    hosted_tools: str = "drop"
     timeout: float = 600.0
     upstream_timeout: float = 60.0
     stream_tool_arguments: bool = False
@@ -208,6 +234,18 @@ class ServerConfig:
     guidance_max_whitespace: str = "16"
     guidance_exclude_delimiters: str = "on"
     guidance_shared_rules: str = "on"
+
+
+def served_names(config: ServerConfig) -> tuple[str | None, tuple[str, ...]]:
+    """`--served-model-name` split: the model's own name (None: the default), and the
+    further names or patterns requests may send for it."""
+    names = [n.strip() for n in (config.served_model_name or "").split(",") if n.strip()]
+    if not names:
+        return None, ()
+    first, *more = names
+    if any(c in first for c in "*?["):  # a pattern only: the model keeps its own name
+        return None, tuple(names)
+    return first, tuple(more)
 
 
 def _from_env(option: Option, environ: Mapping[str, str]) -> Any:
@@ -249,6 +287,8 @@ def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         raise ValueError(f"--engine must be llama, vllm or sglang, not {values['engine']!r}")
     if values["engine"] != "llama" and not values["upstream"]:
         raise ValueError(f"--engine {values['engine']} needs --upstream URL")
+    if values["hosted_tools"] not in ("drop", "refuse"):
+        raise ValueError(f"--hosted-tools must be drop or refuse, not {values['hosted_tools']!r}")
     for bound in ("max_body_bytes", "max_tools", "max_nesting", "workers", "max_echo_bytes"):
         if values[bound] < 1:
             raise ValueError(f"--{bound.replace('_', '-')} must be at least 1")

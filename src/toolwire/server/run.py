@@ -4,10 +4,16 @@ One process (`--workers 1`): the app is built here and served. Several (`--worke
 `workers.py`): this process supervises N processes sharing the port, each building
 its own engine and app in `worker_main()` from the configuration handed down; metrics
 are summed over them, the store (SQLite file or Redis) is shared.
+
+uvicorn runs on uvloop with httptools' parser (the `server` extra installs both): per
+streamed token, asyncio's own loop and h11 cost the proxy several times more. Where
+either is missing (uvloop has no Windows build) the pure-Python one runs, with a
+warning.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import Any
 
@@ -17,7 +23,7 @@ from fastapi import FastAPI
 from toolwire.backends.base import Engine
 from toolwire.errors import ToolwireError
 from toolwire.server.app import create_app, startup_warnings
-from toolwire.server.config import ServerConfig
+from toolwire.server.config import ServerConfig, served_names
 from toolwire.server.core.auth import Keys, read_key_file
 from toolwire.server.core.grammars import GrammarSettings
 from toolwire.server.core.pipeline import Limits, warm_up
@@ -32,6 +38,7 @@ __all__ = [
     "grammar_from",
     "keys_from",
     "limits_from",
+    "loop_and_http",
     "prepare",
     "serve",
     "store_from",
@@ -55,6 +62,8 @@ def limits_from(config: ServerConfig) -> Limits:
         max_nesting=config.max_nesting,
         max_echo_bytes=config.max_echo_bytes,
         guidance=policy_from(switches),
+        hosted_tools=config.hosted_tools,
+        model_aliases=served_names(config)[1],
     )
 
 
@@ -107,10 +116,11 @@ def build_app(config: ServerConfig, keys: Keys | None = None) -> FastAPI:
     (`keys`: given to a worker, else read from the configuration)."""
     engine = build_engine(config)
     log.info(
-        "serving %r on the %s engine, format %r, at http://%s:%d",
+        "serving %r on the %s engine, format %r, context %s, at http://%s:%d",
         engine.model,
         config.engine,
         engine.format,
+        engine.context_length or "unknown",
         config.host,
         config.port,
     )
@@ -154,7 +164,14 @@ def _logging(config: ServerConfig) -> None:
 
 def _uvicorn_options(config: ServerConfig) -> dict[str, Any]:
     """What every way of serving passes to uvicorn."""
-    return {"host": config.host, "port": config.port, "log_level": config.log_level.lower()}
+    loop, http = loop_and_http()
+    return {
+        "host": config.host,
+        "port": config.port,
+        "log_level": config.log_level.lower(),
+        "loop": loop,
+        "http": http,
+    }
 
 
 def worker_main(ready: Any) -> None:
@@ -179,6 +196,18 @@ def worker_main(ready: Any) -> None:
         server.run(sockets=[sock])
     finally:
         worker_exits()
+
+
+def loop_and_http() -> tuple[str, str]:
+    """uvicorn's `loop` and `http` settings: uvloop and httptools when installed."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    for name, used in (("uvloop", loop), ("httptools", http)):
+        if used != name:
+            log.warning(
+                "%s is not installed: serving on %s, which costs more per token", name, used
+            )
+    return loop, http
 
 
 def serve(config: ServerConfig) -> None:

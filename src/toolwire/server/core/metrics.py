@@ -4,7 +4,8 @@ Counted per request: requests by route and status, prompt and completion tokens,
 to first token, inter-token latency, parse fallbacks (calls released as content), grammar
 fallbacks (a structural tag replaced or dropped, with its reason), delimiters echoed as
 text and neutralized (a gated format's delimiter spelled from ordinary ids), runs
-ended by an error, and requests abandoned by their client. Tokens are counted for every
+ended by an error, requests abandoned by their client, hosted tools not offered (by
+type) and request fields no API names. Tokens are counted for every
 run the engine accepted, however it ended.
 
 With several worker processes (`--workers`), prometheus_client's multiprocess mode is
@@ -71,6 +72,18 @@ class Metrics:
             "toolwire_stream_errors",
             "Runs ended by an error after the engine accepted them (engine failure, "
             "timeout, bad upstream data, internal error)",
+            registry=r,
+        )
+        self.hosted_tools = Counter(
+            "toolwire_hosted_tools_dropped",
+            "Declared hosted tools (web search, MCP...) not offered to the model, by type",
+            ["type"],
+            registry=r,
+        )
+        self.unknown_fields = Counter(
+            "toolwire_unknown_fields",
+            "Top-level request fields no API table names (logged by name, not acted on)",
+            ["route"],
             registry=r,
         )
         self.abandoned = Counter(

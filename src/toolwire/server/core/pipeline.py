@@ -28,6 +28,12 @@ Invariants:
   whether by completion, stop string, error, timeout or the client going away; the
   run's tokens are counted once, however it ended.
 * A request that declares no tools parses with `tools=[]`: no call can be returned.
+* The prompt fits the model: at most its context less one id (the context is the
+  GGUF's training context, or the upstream's `max_model_len`), or
+  `--max-prompt-tokens`; past it, a 400 naming the messages (each API's own field).
+  The output budget is what the request asked, cut to the context the prompt leaves
+  (a client asking for 128000 tokens of an 8192-token model gets what fits, and
+  `length` when it runs out), never a refusal.
 * Errors name the neutral request's fields (`messages`, `tools`, `response_format`);
   each API's field table renames them to its own.
 """
@@ -38,11 +44,12 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from fnmatch import fnmatchcase
+from typing import Any, Protocol
 
-from toolwire.backends.base import Delta, Engine, EngineError, Generation
+from toolwire.backends.base import Delta, Engine, EngineError, Generation, TokenLogprob
 from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin
 from toolwire.grammar import structural_tag_with_reason
@@ -57,7 +64,19 @@ from toolwire.server.core.stops import StopMatcher
 from toolwire.server.core.tracing import span
 from toolwire.server.core.watch import CallWatch
 
-__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "finish_reason", "plan", "warm_up"]
+__all__ = [
+    "ChoiceRun",
+    "Chosen",
+    "Limits",
+    "Plan",
+    "Run",
+    "Step",
+    "finish_reason",
+    "plan",
+    "prompt_limit",
+    "serves",
+    "warm_up",
+]
 
 log = logging.getLogger("toolwire.server")
 
@@ -83,6 +102,12 @@ class Limits:
     max_echo_bytes: int = 512 * 1024
     #: The operator's guidance policy: when requests get a structural tag, and how.
     guidance: GrammarPolicy = field(default_factory=GrammarPolicy)
+    #: Declared hosted tools (web search, MCP...): "drop" (not offered, said in a
+    #: header and a metric) or "refuse" (a 400 naming the tool).
+    hosted_tools: str = "drop"
+    #: More model names a request may send for the engine's model: names, or
+    #: `fnmatch` patterns (`claude-*`, `*`).
+    model_aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +124,16 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class Chosen:
+    """A returned token: its text (the id's, as the parser read it), its log
+    probability, and the most likely alternatives (text, log probability), best first."""
+
+    text: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Step:
     """Events from one engine delta; the last step carries the finish reason, or the
     error that ended the run (then `finish_reason` is None)."""
@@ -108,6 +143,45 @@ class Step:
     finish_reason: str | None = None
     #: Why the run ended early; each API formats it in its own error shape.
     error: ApiError | None = None
+    #: The log probabilities of the ids this step fed the parser (when asked), but
+    #: special tokens, which never reach the answer.
+    logprobs: list[Chosen] = field(default_factory=list)
+    #: The choice this step belongs to (Chat Completions' `n`).
+    choice: int = 0
+
+
+class Run(Protocol):
+    """What a framer reads of a running request: one `ChoiceRun`, or the `Choices` of
+    an `n` > 1 request (`core/choices.py`)."""
+
+    # the finish reason, the stop string that ended it, and the log probabilities are
+    # the first choice's, for `Choices`
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def completion_tokens(self) -> int: ...
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+    @property
+    def parse_seconds(self) -> float: ...
+
+    @property
+    def logprobs(self) -> list[Chosen]: ...
+
+    @property
+    def stop_string(self) -> str | None: ...
+
+    async def start(self) -> None: ...
+
+    def steps(self) -> AsyncIterator[Step]: ...
+
+    async def collect(self) -> list[Event]: ...
+
+    async def aclose(self) -> None: ...
 
 
 def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> str:
@@ -116,6 +190,45 @@ def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> st
     if engine_reason == "length" and not stopped:
         return "length"
     return "tool_calls" if calls else "stop"
+
+
+def serves(engine: Engine, limits: Limits, model: str) -> bool:
+    """Whether `model` names the engine's model (its name, or an alias or pattern)."""
+    return model == engine.model or any(fnmatchcase(model, p) for p in limits.model_aliases)
+
+
+def prompt_limit(engine: Engine) -> tuple[int | None, str]:
+    """The most prompt ids the engine takes, and where that bound comes from: the
+    model's context less one id for the answer, or `--max-prompt-tokens` if lower."""
+    bounds: list[tuple[int, str]] = []
+    if engine.context_length is not None:
+        bounds.append(
+            (
+                engine.context_length - 1,
+                f"the model's context of {engine.context_length} tokens, less one for the answer",
+            )
+        )
+    if engine.max_prompt_tokens is not None:
+        bounds.append((engine.max_prompt_tokens, "--max-prompt-tokens"))
+    if not bounds:
+        return None, ""
+    return min(bounds)
+
+
+def _sized(engine: Engine, prompt: Prompt, asked: int) -> int:
+    """The output budget: what was asked, within the context the prompt leaves; a
+    prompt past the engine's bound is a 400 naming the messages."""
+    limit, why = prompt_limit(engine)
+    if limit is not None and len(prompt.ids) > limit:
+        raise ApiError(
+            400,
+            f"the prompt is {len(prompt.ids)} tokens, more than this server takes ({limit}: {why})",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    if engine.context_length is None:
+        return asked
+    return max(1, min(asked, engine.context_length - len(prompt.ids)))
 
 
 def _render(engine: Engine, request: ChatRequest) -> Prompt:
@@ -129,7 +242,6 @@ def _render(engine: Engine, request: ChatRequest) -> Prompt:
             add_generation_prompt=True,
             isolate=True,
             template_kwargs=request.template_kwargs or None,
-            max_prompt_tokens=engine.max_prompt_tokens,
         )
     except PromptError as exc:
         raise ApiError(
@@ -221,12 +333,20 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
     Blocking (template rendering, tokenization, grammar checks): servers run it off
     the event loop.
     """
-    if request.model != engine.model:
+    if not serves(engine, limits, request.model):
+        also = "".join(f", {a!r}" for a in limits.model_aliases)
         raise ApiError(
             404,
-            f"The model {request.model!r} does not exist; this server serves {engine.model!r}",
+            f"The model {request.model!r} does not exist; this server serves "
+            f"{engine.model!r}{also} (--served-model-name)",
             param="model",
             code="model_not_found",
+        )
+    if request.top_logprobs is not None and not engine.logprobs:
+        raise ApiError(
+            400,
+            "logprobs are not available on this engine (the embedded engine and vLLM return them)",
+            param="logprobs",
         )
     if request.response_format is not None and request.tools and request.tool_choice != "none":
         raise ApiError(
@@ -241,11 +361,12 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
         tag, fallback, reasons = _structural_tag(engine, request, in_reasoning, limits.guidance)
     generation = Generation(
         prompt_ids=list(prompt.ids),
-        max_tokens=request.max_tokens or limits.default_max_tokens,
+        max_tokens=_sized(engine, prompt, request.max_tokens or limits.default_max_tokens),
         temperature=request.temperature,
         top_p=request.top_p,
         seed=request.seed,
         structural_tag=tag,
+        logprobs=request.top_logprobs,
         fallback_tag=(
             _relaxed_tag(engine, request, in_reasoning, limits.guidance)
             if tag is not None and request.response_format is None
@@ -338,10 +459,14 @@ class ChoiceRun:
         #: Seconds spent in the parser and the stop strings (the trace's `parse`).
         self.parse_seconds = 0.0
         self.finish_reason: str | None = None
+        #: Every step's log probabilities so far (when asked).
+        self.logprobs: list[Chosen] = []
         self._stream: AsyncIterator[Delta] | None = None
         self._first: Delta | None = None
         self._started = 0.0
-        self._deadline: float | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._expired = False
+        self._waiter: asyncio.Task[Any] | None = None
         self._last: float | None = None
         self._ended = False
         self._accounted = False
@@ -361,7 +486,8 @@ class ChoiceRun:
         """
         self._started = time.perf_counter()
         timeout = self._limits.timeout
-        self._deadline = None if timeout is None else self._started + timeout
+        if timeout is not None:  # one timer for the whole run, not one per delta
+            self._deadline = asyncio.get_running_loop().call_later(timeout, self._expire)
         self._stream = self._engine.stream(self._plan.generation)
         try:
             self._first = await self._next()
@@ -373,26 +499,37 @@ class ChoiceRun:
             await self.aclose()
             raise
 
+    def _expire(self) -> None:
+        """The deadline passed: a wait for the engine ends now (the task waiting is
+        cancelled, as `asyncio.timeout` does), and no later one starts."""
+        self._expired = True
+        if self._waiter is not None:
+            self._waiter.cancel()
+
+    def _timed_out(self) -> ApiError:
+        return ApiError(
+            504,
+            f"the request took longer than {self._limits.timeout:g} s",
+            type="timeout",
+            code="timeout",
+        )
+
     async def _next(self) -> Delta | None:
         assert self._stream is not None
+        if self._expired:
+            raise self._timed_out()
+        task = self._waiter = asyncio.current_task()
         try:
-            if self._deadline is None:
-                delta = await anext(self._stream)
-            else:
-                remaining = self._deadline - time.perf_counter()
-                if remaining <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(remaining):  # in this task: no task per delta
-                    delta = await anext(self._stream)
+            delta = await anext(self._stream)
         except StopAsyncIteration:
             return None
-        except TimeoutError:
-            raise ApiError(
-                504,
-                f"the request took longer than {self._limits.timeout:g} s",
-                type="timeout",
-                code="timeout",
-            ) from None
+        except asyncio.CancelledError:
+            # the deadline's cancel, unless the task was cancelled for another reason too
+            if self._expired and task is not None and task.uncancel() == 0:
+                raise self._timed_out() from None
+            raise
+        finally:
+            self._waiter = None
         return self._checked(delta)
 
     def _checked(self, delta: Any) -> Delta:
@@ -413,9 +550,14 @@ class ChoiceRun:
                 )
         if delta.finish_reason not in (None, "stop", "length"):
             raise EngineError(f"the engine returned finish reason {delta.finish_reason!r}")
+        if self._plan.generation.logprobs is not None and (
+            delta.logprobs is None or len(delta.logprobs) != len(ids)
+        ):
+            raise EngineError("the engine returned no log probability for some ids")
         left = self._budget - self.completion_tokens
         if len(ids) > left:  # the engine went past max_tokens: cut, and end there
-            return Delta(ids[:left], "length")
+            cut = None if delta.logprobs is None else delta.logprobs[:left]
+            return Delta(ids[:left], "length", logprobs=cut)
         return delta
 
     # -- the parser side ---------------------------------------------------------
@@ -508,12 +650,23 @@ class ChoiceRun:
             self._last = now
         self.completion_tokens += len(delta.ids)
         events = self._events(self._parser.feed(delta.ids))
+        logprobs = self._chosen(delta.logprobs or ())
+        self.logprobs += logprobs
         if delta.finish_reason is not None or self._stops.stopped:
             events += self._close(delta.finish_reason)
             self.parse_seconds += time.perf_counter() - now
-            return Step(events, self.finish_reason)
+            return Step(events, self.finish_reason, logprobs=logprobs)
         self.parse_seconds += time.perf_counter() - now
-        return Step(events) if events else None
+        return Step(events, logprobs=logprobs) if events or logprobs else None
+
+    def _chosen(self, entries: Iterable[TokenLogprob]) -> list[Chosen]:
+        """Entries with each id's text; special tokens (never in an answer) left out."""
+        tok = self._engine.tokenizer
+        return [
+            Chosen(tok.token_text(e.id), e.logprob, tuple((tok.token_text(i), p) for i, p in e.top))
+            for e in entries
+            if e.id not in tok.special_ids
+        ]
 
     async def collect(self) -> list[Event]:
         """The whole run's events (after `start()`); raises the error that ended it."""
@@ -526,6 +679,8 @@ class ChoiceRun:
 
     async def aclose(self) -> None:
         """Stop the generation and count the run (idempotent)."""
+        if self._deadline is not None:
+            self._deadline.cancel()
         stream, self._stream = self._stream, None
         try:
             if stream is not None:

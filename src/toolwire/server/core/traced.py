@@ -21,7 +21,7 @@ from typing import Any
 
 from toolwire.events import Event
 from toolwire.server.core.errors import ApiError
-from toolwire.server.core.pipeline import ChoiceRun, Step
+from toolwire.server.core.pipeline import Run, Step
 from toolwire.server.core.tracing import RequestTrace
 from toolwire.server.core.transport import Framer
 
@@ -31,7 +31,7 @@ __all__ = ["TracedFramer"]
 class TracedFramer:
     """`Framer` around the API's framer, timing it for the trace."""
 
-    def __init__(self, inner: Framer, trace: RequestTrace, run: ChoiceRun) -> None:
+    def __init__(self, inner: Framer, trace: RequestTrace, run: Run) -> None:
         self._inner = inner
         self._trace = trace
         self._run = run

@@ -7,7 +7,8 @@ calls the neutral request's fields (`fields`). Everything else is this one path:
     HTTP body --read_json()--> JSON (413 past the size bound, 400 if not JSON)
       --check_body()--> within the nesting bound, Unicode text only
       --Api.adapt()--> (the API's request, the neutral ChatRequest)   } off the
-      --plan()--> Plan: prompt ids (isolation on), the structural tag } event loop
+      --hosted tools: refused (400) or dropped (header, metric)       } event
+      --plan()--> Plan: prompt ids (isolation on), the structural tag } loop
       --GrammarService.prepare()--> the tag compiled (cached, one compile per tag,
                                     bounded wait) or served under its fallback
       --ChoiceRun--> engine ids --Parser--> events --stop strings--> steps
@@ -27,6 +28,12 @@ shape (`answer`, the one error wrapper); after, it is the run's last step, which
 framer ends the stream with (Chat: an `error` chunk and `[DONE]`; Responses:
 `response.failed`; Messages: an `error` event). A client that goes away is 499. Every
 answer is counted in `toolwire_requests_total{route, status}`.
+
+What a request declared and the server does not act on is said, never silent: hosted
+tools not offered are named in the `toolwire-hosted-tools-dropped` header and counted
+by type (with `Limits.hosted_tools == "refuse"` they are a 400 naming the tool), and
+top-level fields no API table names are named in `toolwire-fields-ignored`, logged
+and counted.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
@@ -45,11 +52,12 @@ from starlette.background import BackgroundTask
 from toolwire.backends.base import Engine
 from toolwire.events import Event
 from toolwire.server.core.auth import Keys, as_tenant
-from toolwire.server.core.errors import ApiError, failure, renamed
+from toolwire.server.core.choices import Choices, choice_plans
+from toolwire.server.core.errors import ApiError, FieldError, failure, renamed
 from toolwire.server.core.fields import check_body
 from toolwire.server.core.grammars import GrammarService
 from toolwire.server.core.metrics import Metrics
-from toolwire.server.core.pipeline import ChoiceRun, Limits, Plan, plan
+from toolwire.server.core.pipeline import ChoiceRun, Limits, Plan, Run, plan
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.traced import TracedFramer
 from toolwire.server.core.tracing import RequestTrace, Tracing
@@ -61,7 +69,7 @@ from toolwire.server.core.transport import (
     unless_disconnected,
 )
 
-__all__ = ["Api", "ErrorShape", "Turn"]
+__all__ = ["HOSTED_HEADER", "IGNORED_HEADER", "Api", "ErrorShape", "Turn"]
 
 log = logging.getLogger("toolwire.server")
 
@@ -71,6 +79,15 @@ R = TypeVar("R")
 CLIENT_GONE = 499
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+HOSTED_HEADER = "toolwire-hosted-tools-dropped"
+IGNORED_HEADER = "toolwire-fields-ignored"
+
+
+def _header(names: Iterable[str]) -> str:
+    """Names as one header value: printable ASCII only (header values are Latin-1),
+    each once, at most 2000 characters."""
+    shown = [n for n in dict.fromkeys(names) if n.isascii() and n.isprintable()]
+    return ", ".join(shown)[:2000]
 
 
 class ErrorShape(Protocol):
@@ -96,7 +113,7 @@ class Api(ErrorShape, Protocol[R]):
         request, and the neutral request to run. Raises `ApiError` naming the field."""
         ...
 
-    def framer(self, request: R, run: ChoiceRun) -> Framer:
+    def framer(self, request: R, run: Run) -> Framer:
         """The writer of this request's answer, streamed or whole."""
         ...
 
@@ -177,12 +194,34 @@ class Turn:
         def work() -> tuple[R, Plan]:
             check_body(body, self.limits.max_nesting)
             request, chat = adapt(body, self.limits)
+            if self.limits.hosted_tools == "refuse" and chat.hosted_tools:
+                hosted = chat.hosted_tools[0]
+                raise FieldError(
+                    hosted.path,
+                    f"is a hosted tool ({hosted.type!r}) that this server cannot run "
+                    "(it refuses them: --hosted-tools refuse)",
+                )
             return request, plan(self.engine, chat, self.limits)
 
         return await asyncio.to_thread(work)
 
+    def _said(self, route: str, chat: ChatRequest) -> dict[str, str]:
+        """The headers naming what the request declared and is not acted on; counted."""
+        headers: dict[str, str] = {}
+        if chat.hosted_tools:
+            kinds = [tool.type for tool in chat.hosted_tools]
+            for kind in kinds:
+                self.metrics.hosted_tools.labels(kind).inc()
+            headers[HOSTED_HEADER] = _header(kinds)
+        if chat.unknown_fields:
+            self.metrics.unknown_fields.labels(route).inc(len(chat.unknown_fields))
+            log.warning("%s: fields not acted on: %r", route, list(chat.unknown_fields))
+            headers[IGNORED_HEADER] = _header(chat.unknown_fields)
+        return headers
+
     async def _turn(self, api: Api[Any], http: Request, trace: RequestTrace) -> Response:
         request, planned = await self.plan(await self.read(http), api.adapt)
+        said = self._said(api.route, planned.request)
         compiling = (
             trace.phase("grammar", stage="compile")
             if planned.generation.structural_tag is not None
@@ -194,7 +233,12 @@ class Turn:
             self.metrics.grammar_fallbacks.labels(planned.grammar_fallback).inc()
             log.warning("grammar fallback: %s", "; ".join(planned.grammar_reasons))
             trace.set(grammar_fallback=planned.grammar_fallback)
-        run = ChoiceRun(self.engine, planned, self.limits, self.metrics)
+        n = planned.request.n
+        run: Run
+        if n == 1:
+            run = ChoiceRun(self.engine, planned, self.limits, self.metrics)
+        else:
+            run = Choices(self.engine, choice_plans(planned, n), self.limits, self.metrics)
         framer = api.framer(request, run)
         traced = TracedFramer(framer, trace, run) if trace.on else None
         if traced is not None:
@@ -216,7 +260,7 @@ class Turn:
             return StreamingResponse(
                 body if traced is None else traced.body(body),
                 media_type="text/event-stream",
-                headers=_SSE_HEADERS,
+                headers={**_SSE_HEADERS, **said},
                 background=BackgroundTask(run.aclose),
             )
 
@@ -226,7 +270,7 @@ class Turn:
 
         answer = framer.whole(await unless_disconnected(http, whole()))
         await framer.settle()
-        response = JSONResponse(answer)
+        response = JSONResponse(answer, headers=said)
         if traced is not None:
             traced.finish(response.status_code)
         return response

@@ -40,7 +40,7 @@ from prometheus_client import Counter
 from toolwire.events import Event
 from toolwire.server.core.auth import tenant
 from toolwire.server.core.errors import ApiError, openai_error
-from toolwire.server.core.pipeline import ChoiceRun, Limits, Step
+from toolwire.server.core.pipeline import Limits, Run, Step
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.turn import Turn
 from toolwire.server.responses import echo
@@ -68,7 +68,7 @@ class ResponsesFramer:
     """The Responses API on the wire: named SSE events; stored once it completes."""
 
     def __init__(
-        self, admitted: Admitted, run: ChoiceRun, store: ResponseStore, failures: Counter
+        self, admitted: Admitted, run: Run, store: ResponseStore, failures: Counter
     ) -> None:
         request = admitted.request
         self._writer = ResponseWriter(request, new_id("resp"), request.model, int(time.time()))
@@ -158,7 +158,7 @@ class ResponsesApi:
         echoed = echo.Echo.of(ResponseWriter(request, "", request.model, 0).response)
         return Admitted(request, owner, echoed), request.chat(history)
 
-    def framer(self, admitted: Admitted, run: ChoiceRun) -> ResponsesFramer:
+    def framer(self, admitted: Admitted, run: Run) -> ResponsesFramer:
         return ResponsesFramer(admitted, run, self.store, self._failures)
 
     def error_body(self, error: ApiError) -> dict[str, Any]:
