@@ -5,15 +5,36 @@
 vocabulary is not available offline (Kimi K2, GLM, MiniMax M2, Gemma 4): Qwen3's real
 byte-level BPE vocabulary with Qwen's added tokens replaced by the family's special
 tokens (Kimi keeps its real ids from its `tokenizer_config.json`, the gap filled with
-reserved tokens). The folder is written to a temporary directory and loaded through
-the ordinary path. Results are cached per (source, data) in this process.
+reserved tokens).
+
+A derived vocabulary is built once per content and reused::
+
+    recipe (family tokens, config, template) + sha256(qwen3 tokenizer.json.gz)
+        -> key (sha256)
+        -> <cache>/vocab/<family>-<key>/   written to a temporary folder beside it and
+                                           renamed into place: concurrent processes
+                                           each build or find a complete folder, never
+                                           a half-written one; the loser removes its copy
+        -> toolwire.load_tokenizer (the ordinary path)
+
+`<cache>` is `$TOOLWIRE_CACHE`, else `$XDG_CACHE_HOME/toolwire`, else
+`~/.cache/toolwire`; any entry may be deleted at any time (it is rebuilt). The
+plain `tokenizer.json` files of `tokenizer_file` are cached the same way, keyed by
+their text. Loaded tokenizers are cached per (source, resolved data folder) in this
+process: one per vocabulary.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import hashlib
 import json
+import os
+import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -21,7 +42,7 @@ from typing import Any
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer, load_tokenizer
 
-__all__ = ["DERIVED", "NOT_SPECIAL", "tokenizer_file", "tokenizer_for"]
+__all__ = ["DERIVED", "NOT_SPECIAL", "cache_dir", "tokenizer_file", "tokenizer_for"]
 
 #: family -> (special tokens in id order, eos token, chat template file or "" for none
 #: available offline)
@@ -122,6 +143,46 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|eos|>",
         "",
     ),
+    # Hunyuan V3 / V4: A13B's turn markers (no Hy3/Hy4 vocabulary is available offline)
+    # and the structural tokens SGLang's `hunyuan` detector resolves; Hy4 has no
+    # `<tool_sep>` (the detector's note).
+    "hy_v3": (
+        [
+            "<|startoftext|>", "<|eos|>", "<think>", "</think>", "<tool_calls>",
+            "</tool_calls>", "<tool_call>", "</tool_call>", "<tool_sep>", "<arg_key>",
+            "</arg_key>", "<arg_value>", "</arg_value>",
+        ],
+        "<|eos|>",
+        "",
+    ),
+    "hy_v4": (
+        [
+            "<|startoftext|>", "<|eos|>", "<think>", "</think>", "<tool_calls>",
+            "</tool_calls>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>",
+            "<arg_value>", "</arg_value>",
+        ],
+        "<|eos|>",
+        "",
+    ),
+    # Llama 4: the markers of its chat format (`<|header_start|>` roles, `<|eot|>`,
+    # `<|eom|>`) and its call tokens; no Llama 4 vocabulary is available offline.
+    "llama4": (
+        [
+            "<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "<|header_end|>",
+            "<|eom|>", "<|eot|>", "<|step|>", "<|python_start|>", "<|python_end|>",
+            "<|finetune_right_pad|>",
+        ],
+        "<|eot|>",
+        "",
+    ),
+    # Nemotron Nano v2: the `<think>` pair and the `<TOOLCALL>` tags as tokens, with
+    # `<|end|>` standing for its end-of-turn token (no Nemotron vocabulary or template
+    # is available offline, so which of these the real vocabulary holds is not checked).
+    "nemotron": (
+        ["<|end|>", "<think>", "</think>", "<TOOLCALL>", "</TOOLCALL>"],
+        "<|end|>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (
@@ -196,19 +257,69 @@ def _family_tokens(family: str, data: Path) -> tuple[dict[int, str], dict[str, A
     return {_BASE_VOCAB + 1 + n: t for n, t in enumerate(names)}, {"eos_token": eos}, template
 
 
+#: Bump when `_derive` writes something different from the same inputs.
+_RECIPE = 1
+#: A temporary folder older than this (seconds) was abandoned.
+_STALE = 3600
+
+
+def cache_dir() -> Path:
+    """Where built vocabularies are kept (`$TOOLWIRE_CACHE`, else the user's cache)."""
+    explicit = os.environ.get("TOOLWIRE_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "toolwire"
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little") + part)
+    return h.hexdigest()[:24]
+
+
+def _cached(name: str, write: Callable[[Path], None]) -> Path:
+    """`<cache>/vocab/<name>`, written by `write` into a fresh folder the first time.
+
+    The folder is complete or absent: `write` fills a temporary folder beside it,
+    which is renamed into place; when another process renamed its own first, that one
+    is kept and this copy removed.
+    """
+    root = cache_dir() / "vocab"
+    final = root / name
+    if final.is_dir():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(f".{name}-*"):  # left by a process killed while writing
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > _STALE:
+                shutil.rmtree(stale)
+    building = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    try:
+        building.chmod(0o755)  # an ordinary folder once in place (mkdtemp's is private)
+        write(building)
+        try:
+            building.rename(final)
+        except OSError:  # another process put it there first
+            if not final.is_dir():
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return final
+
+
 def _derive(family: str, data: Path) -> Path:
+    """The derived model folder for `family` (built on first use, then reused)."""
     tokens, extra, template = _family_tokens(family, data)
-    with gzip.open(data / "tokenizers/qwen3/tokenizer.json.gz", "rt") as fh:
-        vocab = json.load(fh)
+    base = data / "tokenizers/qwen3/tokenizer.json.gz"
     table: dict[int, str] = {_BASE_VOCAB: "<|endoftext|>", **tokens}
     plain = NOT_SPECIAL.get(family, frozenset())
-    vocab["added_tokens"] = [
+    added = [
         {"id": i, **_token(text, text not in plain)}
         for i in range(_BASE_VOCAB, max(table) + 1)
         for text in [table.get(i, f"<|reserved_{i}|>")]
     ]
-    folder = Path(tempfile.mkdtemp(prefix=f"toolwire-check-{family}-"))
-    (folder / "tokenizer.json").write_text(json.dumps(vocab), encoding="utf-8")
     config: dict[str, Any] = {
         "added_tokens_decoder": {
             str(i): _token(t, t not in plain) for i, t in sorted(tokens.items())
@@ -218,13 +329,35 @@ def _derive(family: str, data: Path) -> Path:
     template_path = data / "tokenizers" / family / template
     if template and template_path.is_file():
         config["chat_template"] = template_path.read_text(encoding="utf-8")
-    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
-    return folder
+    key = _digest(
+        str(_RECIPE).encode(),
+        base.read_bytes(),
+        json.dumps(added, sort_keys=True).encode(),
+        json.dumps(config, sort_keys=True).encode(),
+    )
+
+    def write(folder: Path) -> None:
+        with gzip.open(base, "rt", encoding="utf-8") as fh:
+            vocab = json.load(fh)
+        vocab["added_tokens"] = added
+        (folder / "tokenizer.json").write_text(json.dumps(vocab), encoding="utf-8")
+        (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+
+    return _cached(f"{family}-{key}", write)
+
+
+def tokenizer_for(source: str, data: Path) -> Tokenizer:
+    """The tokenizer named by a profile's `tokenizer` field, under `data`."""
+    return _tokenizer(source, _resolved(data))
 
 
 @cache
-def tokenizer_for(source: str, data: Path) -> Tokenizer:
-    """The tokenizer named by a profile's `tokenizer` field, under `data`."""
+def _resolved(data: Path) -> Path:
+    return data.resolve()
+
+
+@cache
+def _tokenizer(source: str, data: Path) -> Tokenizer:
     if source.startswith("derived:"):
         return load_tokenizer(_derive(source.split(":", 1)[1], data))
     path = data / "tokenizers" / source
@@ -233,11 +366,17 @@ def tokenizer_for(source: str, data: Path) -> Tokenizer:
     return load_tokenizer(path)
 
 
-@cache
 def tokenizer_file(source: str, data: Path) -> Path:
     """A plain `tokenizer.json` of the same vocabulary (for peers that load files)."""
-    tok = tokenizer_for(source, data)
-    folder = Path(tempfile.mkdtemp(prefix="toolwire-check-tok-"))
-    path = folder / "tokenizer.json"
-    path.write_text(tok.backend.to_str(), encoding="utf-8")
-    return path
+    return _tokenizer_file(source, _resolved(data))
+
+
+@cache
+def _tokenizer_file(source: str, data: Path) -> Path:
+    text = _tokenizer(source, data).backend.to_str()
+    key = _digest(text.encode())
+
+    def write(folder: Path) -> None:
+        (folder / "tokenizer.json").write_text(text, encoding="utf-8")
+
+    return _cached(f"file-{key}", write) / "tokenizer.json"

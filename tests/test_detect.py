@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.data import data_dir, mistral_tokenizer, tokenizer_for
+from tests.data import data_dir, mistral_tokenizer, needs, tokenizer_for
 from tests.derived import derived_tokenizer
 from tests.prompt_cases import DERIVED
 from toolwire import Tokenizer, UsageError, formats
@@ -256,6 +256,7 @@ def _remote(*flags: str) -> list[str]:
 def test_serve_detects_the_format_and_logs_the_evidence(
     shared: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    needs("httpx")  # the remote engine's client
     qwen = shared / "tokenizers/qwen3"
     with caplog.at_level(logging.INFO, logger="toolwire.server"):
         engine = build_engine(_config(*_remote("--tokenizer", str(qwen))))
@@ -269,6 +270,7 @@ def test_serve_detects_the_format_and_logs_the_evidence(
 
 
 def test_serve_resolves_an_alias_to_its_canonical_name(shared: Path) -> None:
+    needs("httpx")
     flags = _remote("--tokenizer", str(shared / "tokenizers/qwen3"), "--format", "Qwen3.5")
     assert build_engine(_config(*flags)).format == "qwen3_coder"
 
@@ -276,6 +278,7 @@ def test_serve_resolves_an_alias_to_its_canonical_name(shared: Path) -> None:
 def test_serve_falls_back_to_hermes_and_says_why(
     shared: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    needs("httpx")
     flags = _remote("--tokenizer", str(shared / "tokenizers/llama3"), "--model", "llama")
     with caplog.at_level(logging.INFO, logger="toolwire.server"):
         assert build_engine(_config(*flags)).format == "hermes"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests import cases
-from tests.data import tokenizer_for
+from tests.data import needs, tokenizer_for
 from tests.grammar_support import accepts, bfcl, compile_tag, xgr
 from toolwire import (
     GrammarPolicy,
@@ -149,6 +149,7 @@ def test_zero_argument_tools() -> None:
 
 
 def test_token_level_tag_forces_the_genuine_delimiter_id() -> None:
+    needs("xgrammar")  # the tag is sent with its rules shared, an XGrammar grammar
     tok = tokenizer_for("qwen3")
     result = structural_tag_with_reason("hermes", TOOLS, tokenizer=tok, policy=FAST)
     assert result.token_level
@@ -244,6 +245,7 @@ def test_bfcl_types_and_missing_parameters_are_normalized() -> None:
 
 
 def test_a_tag_that_does_not_compile_falls_back() -> None:
+    needs("xgrammar")  # what does not compile is XGrammar's to say
     bad = {"name": "bad", "parameters": {"type": "object", "properties": {"a": {"type": "x"}}}}
     auto = structural_tag_with_reason("hermes", [bad], policy=FAST)
     assert auto.tag is None and auto.fallback == "compile_failed"
@@ -385,6 +387,7 @@ def test_mistral_tag_compiles() -> None:
     """Mistral's test tokenizer (mistral-common) has no `tokenizers` backend, so no
     XGrammar TokenizerInfo: the token-level tag is only preflighted; the text-level
     tag is matched."""
+    needs("xgrammar")
     token = structural_tag_with_reason("mistral", TOOLS, tokenizer=cases.tokenizer("mistral"))
     assert token.token_level and token.tag is not None and token.fallback is None
     assert '"token": 9' in json.dumps(token.elements)  # [TOOL_CALLS] by id
@@ -555,6 +558,7 @@ def test_shared_rules_hold_one_copy_of_the_string_rules_whatever_the_tools() -> 
     """The tag is sent as one grammar in which the rules every tool repeats (JSON
     strings with the delimiter exclusion, numbers, objects) exist once: as many string
     exclusion rules for 20 tools as for 1, so the compile cost they carry is paid once."""
+    needs("xgrammar")
     tok = tokenizer_for("qwen3")
     tools = [t for _, ts, _ in bfcl() for t in ts]
     names = {t["name"]: t for t in tools}

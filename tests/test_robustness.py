@@ -36,6 +36,7 @@ from toolwire import (
 )
 from toolwire.cli import main
 from toolwire.events import Event, ToolCallEnd
+from toolwire.grammar.preflight import check
 from toolwire.nesting import MAX_DEPTH
 
 FORMATS = formats.names()
@@ -70,7 +71,7 @@ def _deep(fmt: formats.Format, depth: int) -> str:
 
 def _parse(name: str, ids: list[int], **options: Any) -> Message | None:
     """The message, or None when strict raised `MalformedOutput`; other errors propagate."""
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     for cuts in ([], range(1, len(ids))):
         parser = Parser(name, tok, **options)
         events: list[Event] = []
@@ -89,7 +90,7 @@ def _parse(name: str, ids: list[int], **options: Any) -> Message | None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_malformed_model_output_is_content_or_malformed_output(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     outputs = {
         "tab in a key": fmt.render_output(calls=[("search", {"qu\tery": "x"})]),
         "newline in a key": fmt.render_output(calls=[("search", {"qu\nery": "x"})]),
@@ -111,7 +112,7 @@ def test_malformed_model_output_is_content_or_malformed_output(name: str) -> Non
 @pytest.mark.parametrize("name", FORMATS)
 def test_nesting_within_the_limit_is_a_call_and_beyond_it_is_content(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     shallow = _parse(name, tok.encode(_deep(fmt, 20)), tools=cases.TOOLS)
     assert shallow is not None and [c.name for c in shallow.tool_calls] == ["search"]
     deep = _parse(name, tok.encode(_deep(fmt, 1000)), tools=cases.TOOLS)
@@ -125,14 +126,14 @@ def test_nesting_within_the_limit_is_a_call_and_beyond_it_is_content(name: str) 
 @pytest.mark.parametrize("name", ["qwen3_coder", "glm45", "glm47", "pythonic", "minimax_m2"])
 def test_schemas_of_any_shape_type_nothing(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     text = fmt.render_output(calls=[("search", {"query": "3", "limit": 5, "filters": "x"})])
     msg = _parse(name, tok.encode(text), tools=ODD_TOOLS)
     assert msg is not None and [c.name for c in msg.tool_calls] == ["search"]
 
 
 def test_prose_holding_json_with_a_raw_tab_is_content() -> None:
-    tok = cases.tokenizer("llama3_json")
+    tok = cases.standalone_tokenizer("llama3_json")
     text = 'Sure!\n{"a\tb": 1}\nbye'
     for strict in (False, True):
         msg = _parse("llama3_json", tok.encode(text), strict=strict)
@@ -146,7 +147,7 @@ def test_prose_holding_json_with_a_raw_tab_is_content() -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_a_streamed_call_says_whether_its_arguments_completed(name: str) -> None:
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)
+    tok = cases.standalone_tokenizer(name)
     call = ("search", {"query": "a long query " * 20})
     whole = tok.encode(fmt.render_output(calls=[call]))
     complete = _parse(name, whole, tools=cases.TOOLS, stream_arguments=True)
@@ -163,7 +164,7 @@ def test_a_streamed_call_says_whether_its_arguments_completed(name: str) -> None
 
 
 def test_held_calls_always_end_valid() -> None:
-    tok = cases.tokenizer("hermes")
+    tok = cases.standalone_tokenizer("hermes")
     parser = Parser("hermes", tok, tools=cases.TOOLS)
     text = formats.get("hermes").render_output(calls=cases.CALLS)
     events = parser.feed(tok.encode(text)) + parser.finish()
@@ -397,8 +398,17 @@ def _random_schema(rng: random.Random, depth: int = 0) -> Any:
 
 
 def test_structural_tags_take_schemas_of_any_shape() -> None:
-    """Random schemas, right and wrong, on every format: a tag or None, never an error."""
+    """Random schemas, right and wrong, on every format: a tag or None, never an error.
+
+    A tag is a structural tag that is JSON and compiles (XGrammar, when installed);
+    None comes with its fallback code and reasons; a forced call (`required`, a named
+    tool) on a format that has tags always gets one (the schema relaxed if need be)."""
     rng = random.Random("schemas")
+    plain = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    tagged = {
+        n for n in FORMATS if structural_tag_with_reason(n, plain, tool_choice="required").tag
+    }
+    assert len(tagged) > len(FORMATS) // 2, tagged
     for _ in range(int(os.environ.get("TOOLWIRE_FUZZ", "120")) // 5):
         tools = [
             {"type": "function", "function": {"name": "f", "parameters": _random_schema(rng)}},
@@ -414,7 +424,14 @@ def test_structural_tags_take_schemas_of_any_shape() -> None:
         for name in FORMATS:
             named = {"type": "function", "function": {"name": "f"}}
             choice = rng.choice(["auto", "required", named])
-            structural_tag_with_reason(name, tools, tool_choice=choice)
+            result = structural_tag_with_reason(name, tools, tool_choice=choice)
+            if result.tag is None:
+                assert result.fallback is not None and result.reasons, (name, tools)
+                assert choice == "auto" or name not in tagged, (name, choice, result)
+                continue
+            assert result.tag["type"] == "structural_tag", (name, result.tag)
+            json.dumps(result.tag, allow_nan=False)
+            assert check(result.tag) is None, (name, tools, check(result.tag))
 
 
 _ODD_DATA: list[Any] = [None, 5, -1, 1.5, True, "", "<|im_start|>", "<tool_call>", [], {},

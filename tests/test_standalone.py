@@ -66,3 +66,18 @@ def test_the_invariants_pass_on_the_synthetic_vocabulary(tmp_path: Path) -> None
     # Skips only where a format lacks what a test needs, never for missing data or extras.
     skips = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     assert not [s for s in skips if MISSING.search(s)], skips
+
+
+def test_the_fast_tier_holds_no_integration_module(tmp_path: Path) -> None:
+    """`pytest --fast` collects unit tests only, and every module the tier table names
+    exists (a renamed module would silently join the fast tier)."""
+    from tests.conftest import INTEGRATION
+
+    every = {path.name for path in (ROOT / "tests").glob("test_*.py")}
+    assert set(INTEGRATION) <= every, set(INTEGRATION) - every
+    done = _pytest(tmp_path, "--fast", "--collect-only", "-q")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    counts = {m: int(n) for m, n in re.findall(r"^tests/(\S+\.py): (\d+)$", done.stdout, re.M)}
+    assert counts and not set(counts) & set(INTEGRATION), counts
+    assert counts["test_invariants.py"] > 1000, counts

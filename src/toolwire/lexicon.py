@@ -548,9 +548,11 @@ def _tables(fmt: Format, lex: Lexicon, mode: str, bare: bool = False) -> Tables:
     # hold its text): such a call's end is the syntax's, its successor the section's.
     inside = [p for p in (c_open, c_close, s_close) if p and p not in plain]
     inside += [*h_opens, *h_ends]  # a header-routed body ends at these
-    # A standalone body's opener is text: searched where calls may begin, if asked.
+    # A standalone body's opener is text: searched where calls may begin, if asked;
+    # where the opener is also a delimiter that this vocabulary spells with an added
+    # token (the synthetic vocabulary's `<invoke name="`), that token's form as well.
     b_open = fmt.bare.opener if bare and fmt.bare is not None else ""
-    loose = [b_open] if b_open else []
+    loose = list(dict.fromkeys((b_open, forms.get(b_open, b_open)))) if b_open else []
     table = {
         State.CONTENT: outer + opens + loose,
         State.REASONING: outer + closes + (loose if fmt.calls_in_reasoning else []),

@@ -15,13 +15,19 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolwire import formats
 from toolwire.backends.base import Engine
 from toolwire.backends.bundled import BUNDLED_FORMAT, bundled_model, tool_template
+from toolwire.backends.context import upstream_context
 from toolwire.errors import UsageError
-from toolwire.server.config import ServerConfig
+from toolwire.server.config import ServerConfig, served_names
 from toolwire.tokenizer import Tokenizer, load_tokenizer
+
+if TYPE_CHECKING:
+    from toolwire.backends.sglang import SglangEngine
+    from toolwire.backends.vllm import VllmEngine
 
 __all__ = ["DEFAULT_FORMAT", "build_engine", "choose_format", "infer_format", "model_vocab_size"]
 
@@ -94,7 +100,7 @@ def _llama(config: ServerConfig) -> Engine:
     if template is None and (bundled or "tool" not in (tokenizer.chat_template or "")):
         template = tool_template()
     fmt = choose_format(config, tokenizer, template, bundled=bundled)
-    name = config.served_model_name or ("SmolLM2-135M-Instruct" if bundled else path.stem)
+    name = served_names(config)[0] or ("SmolLM2-135M-Instruct" if bundled else path.stem)
     return LlamaEngine(
         path,
         model=name,
@@ -122,9 +128,6 @@ def model_vocab_size(source: str | Path) -> int | None:
 
 
 def _remote(config: ServerConfig) -> Engine:
-    from toolwire.backends.sglang import SglangEngine
-    from toolwire.backends.vllm import VllmEngine
-
     source = config.tokenizer or config.model
     if source is None:
         raise UsageError(f"--engine {config.engine} needs --tokenizer (the model's folder)")
@@ -134,11 +137,38 @@ def _remote(config: ServerConfig) -> Engine:
     fmt = choose_format(config, tokenizer, template)
     rows = model_vocab_size(source)
     upstream = str(config.upstream)
+    engine = _remote_engine(config, upstream, model, tokenizer, fmt, template, rows)
+    engine.context_length = upstream_context(upstream, model, timeout=config.upstream_timeout)
+    if engine.context_length is None:
+        log.warning(
+            "the upstream's context length is unknown (its /v1/models names no "
+            "max_model_len for %r): prompts are bounded only by --max-prompt-tokens, and "
+            "max_tokens is sent as asked",
+            model,
+        )
+    else:
+        log.info("context: %d tokens (the upstream's max_model_len)", engine.context_length)
+    return engine
+
+
+def _remote_engine(
+    config: ServerConfig,
+    upstream: str,
+    model: str,
+    tokenizer: Tokenizer,
+    fmt: str,
+    template: str | None,
+    rows: int | None,
+) -> VllmEngine | SglangEngine:
+    from toolwire.backends.sglang import SglangEngine
+    from toolwire.backends.vllm import VllmEngine
+
+    name = served_names(config)[0]
     if config.engine == "vllm":
         return VllmEngine(
             upstream,
             model=model,
-            served_name=config.served_model_name,
+            served_name=name,
             tokenizer=tokenizer,
             format=fmt,
             template=template,
@@ -148,7 +178,7 @@ def _remote(config: ServerConfig) -> Engine:
         )
     return SglangEngine(
         upstream,
-        model=config.served_model_name or model,
+        model=name or model,
         tokenizer=tokenizer,
         format=fmt,
         template=template,

@@ -179,10 +179,15 @@ class HuggingFaceTokenizer(Tokenizer, default=True):
     # -- internals --------------------------------------------------------------------
 
     def _spelled_backend(self) -> _Backend:
+        """The backend without its added tokens: the same model (shared, not copied:
+        a vocabulary's merges are tens of MB) and the same pipeline around it."""
         if self._spelled is None:
-            data = json.loads(self._backend.to_str())
-            data["added_tokens"] = []
-            self._spelled = _Backend.from_str(json.dumps(data))
+            spelled = _Backend(self._backend.model)
+            spelled.normalizer = self._backend.normalizer
+            spelled.pre_tokenizer = self._backend.pre_tokenizer
+            spelled.post_processor = self._backend.post_processor
+            spelled.decoder = self._backend.decoder
+            self._spelled = spelled
         return self._spelled
 
     def _byte_table(self) -> tuple[dict[int, str], dict[int, bytes]]:
