@@ -11,7 +11,8 @@ SGLang streams `output_ids` cumulatively by default and as deltas with
 `--incremental-streaming-output`; `meta_info.completion_tokens` (always cumulative) tells
 which, so both work; an event without it, or agreeing with neither, is an engine error
 (guessing would duplicate or drop text). `meta_info.finish_reason` is null until the
-last event.
+last event. The events that arrived together (`RemoteClient.events`' batches) become
+one Delta.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from toolwire.backends.base import Delta, EngineError, Generation
-from toolwire.backends.remote import RemoteClient, token_ids
+from toolwire.backends.remote import RemoteClient, in_vocabulary, token_ids
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["SglangEngine", "generate_body"]
@@ -57,43 +58,69 @@ class SglangEngine:
         template: str | None = None,
         timeout: float = 60.0,
         max_prompt_tokens: int | None = None,
+        vocab_size: int | None = None,
     ) -> None:
         self._client = RemoteClient(upstream, timeout=timeout)
         self.model = model
         self.tokenizer = tokenizer
+        #: The model's output rows (its config's `vocab_size`), else the tokenizer's.
+        self.vocab_size = max(vocab_size or 0, tokenizer.vocab_size)
         self.format = format
         self.template = template
         self.max_prompt_tokens = max_prompt_tokens
+        #: The upstream's `max_model_len` (`backends.context.upstream_context`).
+        self.context_length: int | None = None
         self.constrains = True
+        self.logprobs = False  # /generate's logprobs are not read here yet
         self.warnings: list[str] = []
 
     async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
+        """One Delta per batch of events (every event that had arrived: see
+        `RemoteClient.events`); a bad event ends the stream after the ids before it."""
         seen = 0
-        async for payload in self._client.events("/generate", generate_body(generation)):
-            if "output_ids" not in payload:
-                raise EngineError("SGLang returned an event without output_ids")
-            ids = token_ids(payload["output_ids"], "SGLang's output_ids")
-            meta = payload.get("meta_info")
-            if not isinstance(meta, dict):
-                raise EngineError("SGLang returned an event whose meta_info is not an object")
-            new = _new_ids(ids, meta.get("completion_tokens"), seen)
-            seen += len(new)
-            finish = meta.get("finish_reason")
-            reason = None
-            if finish is not None:
-                kind = finish.get("type") if isinstance(finish, dict) else None
-                if kind == "abort":
-                    raise EngineError(f"SGLang aborted the request: {finish.get('message')}")
-                if kind not in ("stop", "length"):
-                    raise EngineError(f"SGLang returned finish_reason {finish!r}")
-                reason = kind
-            yield Delta(list(new), reason)
+        vocab = self.vocab_size  # the model's rows: padding ids are text, not errors
+        async for batch in self._client.events("/generate", generate_body(generation)):
+            ids: list[int] = []
+            try:
+                for payload in batch:
+                    new, reason = _event(payload, seen, vocab)
+                    seen += len(new)
+                    ids += new
+                    if reason is not None:
+                        break
+            except EngineError:
+                if ids:
+                    yield Delta(ids)
+                raise
+            yield Delta(ids, reason)
             if reason is not None:
                 return
         raise EngineError("SGLang ended the stream without a finish_reason")
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def _event(payload: dict[str, Any], seen: int, vocab: int) -> tuple[list[int], str | None]:
+    """One event's new ids (past the `seen` ones) and its finish reason."""
+    if "output_ids" not in payload:
+        raise EngineError("SGLang returned an event without output_ids")
+    ids = token_ids(payload["output_ids"], "SGLang's output_ids")
+    meta = payload.get("meta_info")
+    if not isinstance(meta, dict):
+        raise EngineError("SGLang returned an event whose meta_info is not an object")
+    new = in_vocabulary(
+        _new_ids(ids, meta.get("completion_tokens"), seen), "SGLang's output_ids", vocab
+    )
+    finish = meta.get("finish_reason")
+    if finish is None:
+        return new, None
+    kind = finish.get("type") if isinstance(finish, dict) else None
+    if kind == "abort":
+        raise EngineError(f"SGLang aborted the request: {finish.get('message')}")
+    if kind not in ("stop", "length"):
+        raise EngineError(f"SGLang returned finish_reason {finish!r}")
+    return new, kind
 
 
 def _new_ids(ids: list[int], total: Any, seen: int) -> list[int]:

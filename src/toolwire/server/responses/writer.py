@@ -20,7 +20,8 @@ Mapping, per segment (see `segments`):
   `function_call_arguments.done`, `output_item.done`. A held call's item is added
   when the parser releases the call, whole. A call cut off (one whose arguments
   streamed, `--stream-tool-arguments`, or a forced one: `core/forced.py`) is marked
-  `incomplete`;
+  `incomplete`. A call to a namespace's member carries the member's own `name` and
+  its `namespace`, as the client declared;
 - call of a custom tool -> a `custom_tool_call` item (`ctc_...`, `call_id`, `name`,
   `input`: the arguments' one string, unwrapped): `output_item.added` (input ""),
   then once the call ends `custom_tool_call_input.delta` (the whole input),
@@ -184,6 +185,9 @@ class ResponseWriter:
                 "name": call.name,
                 **({"input": ""} if custom else {"arguments": ""}),
             }
+            if call.name in self._request.namespaced:  # the name the client declared
+                namespace, name = self._request.namespaced[call.name]
+                self._item.update(name=name, namespace=namespace)
             return [
                 self._event(
                     "response.output_item.added",
@@ -344,12 +348,13 @@ def output_items(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
             text = "".join(part["text"] for part in item["content"])
             items.append({"type": "reasoning", "text": text})
         else:
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": item["call_id"],
-                    "name": item["name"],
-                    "arguments": item["arguments"],
-                }
-            )
+            call = {
+                "type": "function_call",
+                "call_id": item["call_id"],
+                "name": item["name"],
+                "arguments": item["arguments"],
+            }
+            if "namespace" in item:
+                call["namespace"] = item["namespace"]
+            items.append(call)
     return items
