@@ -250,6 +250,28 @@ def test_one_forced_call_ends_the_turn_at_the_call(
 
 @STREAM
 @APIS
+@pytest.mark.parametrize("per_event", [3, 1000])
+def test_a_batch_past_the_call_counts_only_the_call(
+    rig: Rig, api: str, stream: bool, per_event: int
+) -> None:
+    """Ids that arrive together (one event holding several, or several events read as
+    one batch) and run past the one call's end: the call ends at the same id as when
+    they come one by one, and only the ids up to there are counted."""
+    ids = list(rig.script(CALL))
+    rest = rig.script(AFTER)
+    rig.upstream.scripts.pop()
+    rig.upstream.scripts[-1].ids += rest
+    rig.upstream.scripts[-1].per_event = per_event
+    reply = turn(rig, api, stream, tool_choice="required", parallel_tool_calls=False)
+    assert [(name, json.loads(args)) for name, args, _ in reply["calls"]] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert reply["text"] == "" and reply["finish"] == DONE[api]
+    assert reply["tokens"] == len(ids)
+
+
+@STREAM
+@APIS
 def test_parallel_forced_calls_may_be_several(rig: Rig, api: str, stream: bool) -> None:
     """Parallel calls on: every complete call is returned and the turn ends when the
     model ends it (the grammar lets it end after each call); the prose after is dropped."""

@@ -43,6 +43,7 @@ Invariants:
   or a named tool under the grammar) ends at that call's end: the engine is stopped
   there, without waiting for the model to end its turn, and the run's finish reason
   is a completed call's (`tool_calls`), even when the token budget ran out with it.
+  The ids counted are those up to the call's end, however the engine batched them.
 * A forced turn (`required` or named, the tag applied) returns calls and reasoning
   only: a call cut off is a cut call (`ToolCallEnd(valid=False)`), never content
   (`forced`).
@@ -744,9 +745,9 @@ class ChoiceRun:
             else:
                 self._metrics.itl.observe(now - self._last)
             self._last = now
-        self.completion_tokens += len(delta.ids)
-        events = self._events(self._parser.feed(self._texts(delta.ids)))
-        logprobs = self._chosen(delta.logprobs or ())
+        events, used = self._fed(delta.ids)
+        self.completion_tokens += used
+        logprobs = self._chosen((delta.logprobs or ())[:used])
         self.logprobs += logprobs
         if self._at_call_end:  # the call is complete, whatever else this delta said
             events += self._close("stop")
@@ -758,6 +759,20 @@ class ChoiceRun:
             return Step(events, self.finish_reason, logprobs=logprobs)
         self.parse_seconds += time.perf_counter() - now
         return Step(events, logprobs=logprobs) if events or logprobs else None
+
+    def _fed(self, ids: list[int]) -> tuple[list[Event], int]:
+        """The events of `ids`, and how many of them the output used: all, unless the
+        one call ended among them (the engine's batch went on past the call's end: the
+        ids after it are neither parsed nor counted). Such a batch is fed id by id, so
+        the call ends at the same id however the stream was batched."""
+        if not self._one_call or len(ids) < 2:
+            return self._events(self._parser.feed(self._texts(ids))), len(ids)
+        events: list[Event] = []
+        for n, i in enumerate(ids):
+            events += self._events(self._parser.feed(self._texts([i])))
+            if self._at_call_end:
+                return events, n + 1
+        return events, len(ids)
 
     def _chosen(self, entries: Iterable[TokenLogprob]) -> list[Chosen]:
         """Entries with each id's text; special tokens (never in an answer) left out."""
