@@ -374,14 +374,6 @@ def _tag(body: dict[str, Any]) -> Any:
 
 # -- forced calls on the embedded engine (SmolLM2): what the clients need ----------------------
 
-#: Forced calls that end (one call, then the turn ends) are not yet in the embedded
-#: engine's grammar and stopping: until they are, these cases are expected to fail.
-FORCED_ENDS = pytest.mark.xfail(
-    reason="forced calls end after one call on the embedded engine: the grammar/stopping "
-    "change that makes `required`/`any` with parallel calls off stop at the call's end",
-    strict=False,
-)
-
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -395,7 +387,6 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 SMOLLM = "SmolLM2-135M-Instruct"
 
 
-@FORCED_ENDS
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_forced_call_ends_on_the_embedded_engine(embedded: str, api: str, stream: bool) -> None:
@@ -418,7 +409,10 @@ def test_forced_call_ends_on_the_embedded_engine(embedded: str, api: str, stream
             for chunk in client.chat.completions.create(stream=True, **request):
                 for choice in chunk.choices:
                     for call in choice.delta.tool_calls or []:
-                        calls[call.index] = (call.function and call.function.name) or ""
+                        # the name comes with the call's first chunk; argument chunks
+                        # after it carry none
+                        name = (call.function and call.function.name) or ""
+                        calls[call.index] = calls.get(call.index) or name
                     finish = choice.finish_reason or finish
             names = list(calls.values())
         else:
