@@ -104,7 +104,7 @@ def _llama(config: ServerConfig) -> Engine:
 
 
 def _remote(config: ServerConfig) -> Engine:
-    from toolwire.backends.sglang import SglangEngine
+    from toolwire.backends.sglang import SglangEngine, grammar_backend_of
     from toolwire.backends.vllm import VllmEngine
 
     source = config.tokenizer or config.model
@@ -115,6 +115,11 @@ def _remote(config: ServerConfig) -> Engine:
     template = _template(config)
     fmt = choose_format(config, tokenizer, template)
     upstream = str(config.upstream)
+    backend = config.grammar_backend
+    if backend == "auto":  # SGLang says which it runs; vLLM's default is XGrammar
+        found = grammar_backend_of(upstream) if config.engine == "sglang" else None
+        backend = found or "xgrammar"
+        log.info("grammar backend %r (%s)", backend, "the upstream's" if found else "default")
     if config.engine == "vllm":
         return VllmEngine(
             upstream,
@@ -125,6 +130,7 @@ def _remote(config: ServerConfig) -> Engine:
             template=template,
             timeout=config.upstream_timeout,
             max_prompt_tokens=config.max_prompt_tokens,
+            grammar_backend=backend,
         )
     return SglangEngine(
         upstream,
@@ -134,6 +140,7 @@ def _remote(config: ServerConfig) -> Engine:
         template=template,
         timeout=config.upstream_timeout,
         max_prompt_tokens=config.max_prompt_tokens,
+        grammar_backend=backend,
     )
 
 
