@@ -111,11 +111,15 @@ $(VLLM)/python:
 	$(VLLM)/pip install -q --no-deps -e .
 	touch $@
 
-# The backend and the parser plugin against a running vLLM (tests/test_vllm_real.py):
+# The backend and toolwire inside vLLM against a running vLLM (tests/test_vllm_real.py):
 # builds a tiny random-weight Qwen3 from ../shared/tokenizers/qwen3, starts vLLM's API
-# server on 127.0.0.1 with the plugin, runs the tests, stops it.
+# server on 127.0.0.1 with `--serve-args qwen3` (renderer and parser, from the entry
+# point the editable install registers) and a control server without the renderer,
+# runs the tests, stops them. Then the renderer's parity with vLLM's own
+# (tests/test_vllm_renderer.py) in this venv and, when it exists, in .venv-bench (0.33).
 test-vllm: .venv-vllm/.vllm-installed
-	TOOLWIRE_VLLM_REAL=1 $(VLLM)/pytest -rs -m vllm_real tests/test_vllm_real.py
+	@if [ -x $(BENCH)/python ]; then $(BENCH)/pip install -q llguidance einops; fi  # 0.33 inspects the model with them
+	TOOLWIRE_VLLM_REAL=1 $(VLLM)/pytest -rs -s -m vllm_real tests/test_vllm_real.py tests/test_vllm_renderer.py
 
 clean:
 	rm -rf $(VENV) .venv-bench .venv-vllm .pytest_cache .mypy_cache .ruff_cache

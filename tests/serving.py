@@ -42,8 +42,8 @@ from tests.data import tokenizer_for
 from toolwire.backends.sglang import SglangEngine
 from toolwire.backends.vllm import VllmEngine
 from toolwire.server.app import create_app
+from toolwire.server.core.pipeline import Limits
 from toolwire.server.engines import infer_format
-from toolwire.server.pipeline import Limits
 
 #: Each test run whole and streamed.
 STREAM = pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])

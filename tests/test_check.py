@@ -358,3 +358,45 @@ def test_check_takes_an_alias_and_reports_the_canonical_name() -> None:
     )
     results = run_check(options)
     assert results.results and {r.format for r in results.results} == {"hermes"}
+
+
+# -- a user's own model, and a run in which nothing runs -------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`toolwire check` in a fresh interpreter (no setups registered by `peers`)."""
+    code = f"import sys; from toolwire.cli import main; sys.exit(main({['check', *args]!r}))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_a_run_in_which_nothing_runs_says_why_and_fails(tmp_path: Path) -> None:
+    """No setup names a tokenizer for `hermes` (there is no tokenizers/hermes)."""
+    report = tmp_path / "report"
+    done = _cli("--impl", "toolwire", "--format", "hermes", "--data", str(data_dir()),
+                "--report", str(report), "--limit", "1", "--cases", "bfcl")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "nothing was run" in done.stderr
+    assert "toolwire hermes: no tokenizer" in done.stderr and "--tokenizer PATH" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (report / "conformance.json").exists()
+
+
+def test_the_check_runs_on_a_users_tokenizer_folder(tmp_path: Path) -> None:
+    folder = data_dir() / "tokenizers" / "qwen3"
+    report = tmp_path / "report"
+    # The format named, then detected from the folder (Qwen3's own template).
+    for chosen in (["--format", "hermes"], []):
+        done = _cli("--impl", "toolwire", "--tokenizer", str(folder), *chosen,
+                    "--report", str(report), "--limit", "1", "--cases", "bfcl,echo")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        data = json.loads((report / "conformance.json").read_text(encoding="utf-8"))
+        expected = chosen[-1] if chosen else "qwen3"
+        assert [row["format"] for row in data["matrix"]] == [expected]
+        assert data["matrix"][0]["non-streaming"][1] > 0
+        assert f"--tokenizer {folder}" in done.stdout
+        assert "chat template: the tokenizer’s own" in done.stdout
+    missing = _cli("--tokenizer", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "no such folder or file" in missing.stderr

@@ -43,8 +43,9 @@ EXPECTED: dict[tuple[str, str | None], str | None] = {
     ("deepseek_v3", "deepseek-ai-DeepSeek-V3.1.jinja"): "deepseek_v31",
     ("deepseek_v3", "deepseek-ai-DeepSeek-V3.2.jinja"): "deepseek_v32",
     ("deepseek_v3", None): "deepseek_v3",  # the config's V3 (Dec 2024) template
-    # No template; the vocabulary holds V3's tool tokens and DSML's alike: ambiguous.
-    ("deepseek_v4", None): None,
+    # No template: the vocabulary holds V3's tool tokens and, added after them, DSML's
+    # `｜DSML｜`; of the DSML formats, V4 revises V3.2 and reads its calls.
+    ("deepseek_v4", None): "deepseek_v4",
     ("gemma4", "google-gemma-4-31B-it.jinja"): "gemma4",
     ("gemma4", "google-gemma-4-31B-it-interleaved.jinja"): "gemma4",
     ("gemma4", None): "gemma4",
@@ -125,10 +126,20 @@ def test_no_template_and_no_tokens_names_no_format_and_says_why() -> None:
 
 
 def test_a_vocabulary_that_fits_several_formats_is_ambiguous() -> None:
-    """DeepSeek V4's vocabulary without a template: V3's and V3.1's tokens alike."""
-    found = formats.detect(tokenizer_for("deepseek_v4"))
+    """DeepSeek V3's vocabulary with a template that writes no call: V3's and V3.1's
+    delimiters are the same tokens."""
+    found = formats.detect(tokenizer_for("deepseek_v3"), template="{{ messages[0].content }}")
     assert found.format is None
     assert "deepseek_v3, deepseek_v31" in found.reason
+
+
+def test_the_vocabulary_alone_names_the_family_of_its_newest_delimiter_token() -> None:
+    """DeepSeek V4's folder has no template: its vocabulary holds V3's tool tokens
+    (128806-128814) and, added later, DSML's `｜DSML｜` (128825)."""
+    found = formats.detect(tokenizer_for("deepseek_v4"))
+    assert found.name == "deepseek_v4", (found.reason, found.evidence)
+    assert "no chat template" in found.reason and "｜DSML｜ (id 128825)" in found.reason
+    assert any(line.startswith("deepseek_v3: tokens") for line in found.evidence)
 
 
 def test_a_template_that_writes_no_call_leaves_the_vocabulary_to_decide() -> None:

@@ -136,14 +136,17 @@ def test_added_but_not_special_delimiters_still_gate(name: str) -> None:
 # -- Seed-OSS ----------------------------------------------------------------------------
 
 
-def test_seed_oss_budget_notes_are_markup_inside_reasoning() -> None:
+def test_seed_oss_budget_notes_are_reasoning_text() -> None:
+    """The budget tokens are added but not special: text, as every such token is."""
     tok = cases.tokenizer("seed_oss")
     text = (
         "<seed:think>Plan. <seed:cot_budget_reflect>I have used 12 tokens."
         "</seed:cot_budget_reflect> Call it.</seed:think>" + NATIVE["seed_oss"]
     )
     msg = message("seed_oss", tok.encode(text))
-    assert msg.reasoning == "Plan. I have used 12 tokens. Call it."
+    assert msg.reasoning == (
+        "Plan. <seed:cot_budget_reflect>I have used 12 tokens.</seed:cot_budget_reflect> Call it."
+    )
     assert msg.content is None
     assert calls_of(msg) == [WEATHER]
 

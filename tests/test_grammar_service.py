@@ -1,7 +1,9 @@
 """Grammar compiles off the request path, on the real embedded engine (llama.cpp +
-SmolLM2-135M-Instruct, XGrammar): a request without tools never waits for another
-request's compile; a compile past the timeout falls back (counted) and is kept for
-the next request with that tool set; the compiled-grammar cache keeps its bounds.
+SmolLM2-135M-Instruct, XGrammar), for every API (Chat Completions, Responses,
+Messages: one turn serves them all): a repeated tool set is answered from the cache; a
+request without tools never waits for another request's compile; a compile past the
+timeout falls back (counted) and is kept for the next request with that tool set; the
+compiled-grammar cache keeps its bounds.
 
 The compile under test is held back until the test lets it run (`GatedEngine`: the
 real engine, whose real compile starts only when its gate opens), so "the compile is
@@ -10,11 +12,13 @@ still running" is a fact of the test, not a race against the machine's load.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -32,7 +36,7 @@ from toolwire.backends.llama import LlamaEngine
 from toolwire.backends.vllm import VllmEngine
 from toolwire.grammar import structural_tag
 from toolwire.server.app import create_app
-from toolwire.server.grammars import CompiledCache, GrammarService, GrammarSettings
+from toolwire.server.core.grammars import CompiledCache, GrammarService, GrammarSettings
 
 MODEL = "SmolLM2-135M-Instruct"
 HOST = {"type": "string", "pattern": "[a-z0-9]{1,20}(\\.[a-z0-9]{1,20}){0,3}"}
@@ -69,16 +73,82 @@ def engine() -> GatedEngine:
     )
 
 
-@pytest.fixture(scope="module")
-def served(engine: GatedEngine) -> Iterator[tuple[str, GrammarService]]:
-    app = create_app(engine, grammar=GrammarSettings(timeout=0.2, workers=1))
-    with running(app) as url:
-        yield url, app.state.grammars
+@contextlib.contextmanager
+def _served(engine: GatedEngine, **settings: Any) -> Iterator[tuple[str, GrammarService]]:
+    """A fresh app (its own cache and metrics) on the engine; yields its URL and service."""
+    app = create_app(engine, grammar=GrammarSettings(**settings))
+    grammars: GrammarService = app.state.grammars
+    try:
+        with running(app) as url:
+            yield url, grammars
+    finally:
+        engine.gate.set()  # a failed test leaves no compile waiting
+        grammars.close()
 
 
-def _chat(url: str, **body: Any) -> dict[str, Any]:
-    body = {"model": MODEL, "messages": ASK, "temperature": 0} | body
-    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=300)
+@dataclass(frozen=True)
+class Api:
+    """One API's turn route: its request for ASK (with TOOLS, one call required, or
+    without tools), and how its answer says it was cut or which calls it made."""
+
+    path: str
+    body: Callable[[bool, int], dict[str, Any]]
+    cut: Callable[[dict[str, Any]], bool]
+    calls: Callable[[dict[str, Any]], list[tuple[str, Any]]]
+
+
+def _chat_body(tools: bool, max_tokens: int) -> dict[str, Any]:
+    body = {"model": MODEL, "messages": ASK, "temperature": 0, "max_tokens": max_tokens}
+    return body | ({"tools": TOOLS, "tool_choice": "required", **ONE} if tools else {})
+
+
+def _responses_body(tools: bool, max_tokens: int) -> dict[str, Any]:
+    body = {"model": MODEL, "input": ASK, "temperature": 0, "max_output_tokens": max_tokens}
+    flat = [{"type": "function", **t["function"]} for t in TOOLS]
+    return body | ({"tools": flat, "tool_choice": "required", **ONE} if tools else {})
+
+
+def _messages_body(tools: bool, max_tokens: int) -> dict[str, Any]:
+    body = {"model": MODEL, "messages": ASK, "temperature": 0, "max_tokens": max_tokens}
+    declared = [
+        {"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in TOOLS
+    ]
+    any_one = {"type": "any", "disable_parallel_tool_use": True}
+    return body | ({"tools": declared, "tool_choice": any_one} if tools else {})
+
+
+APIS = [
+    Api(
+        "/v1/chat/completions",
+        _chat_body,
+        lambda r: bool(r["choices"][0]["finish_reason"] == "length"),
+        lambda r: [
+            (c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in r["choices"][0]["message"].get("tool_calls") or []
+        ],
+    ),
+    Api(
+        "/v1/responses",
+        _responses_body,
+        lambda r: bool(r["status"] == "incomplete"),
+        lambda r: [
+            (i["name"], json.loads(i["arguments"]))
+            for i in r["output"]
+            if i["type"] == "function_call"
+        ],
+    ),
+    Api(
+        "/v1/messages",
+        _messages_body,
+        lambda r: bool(r["stop_reason"] == "max_tokens"),
+        lambda r: [(b["name"], b["input"]) for b in r["content"] if b["type"] == "tool_use"],
+    ),
+]
+EVERY_API = pytest.mark.parametrize("api", APIS, ids=["chat", "responses", "messages"])
+
+
+def _ask(url: str, api: Api, *, tools: bool, max_tokens: int) -> dict[str, Any]:
+    r = httpx.post(url + api.path, json=api.body(tools, max_tokens), timeout=300)
     assert r.status_code == 200, r.text
     return dict(r.json())
 
@@ -89,39 +159,60 @@ def _metric(url: str, name: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def test_a_compile_holds_no_one_and_is_kept(
-    served: tuple[str, GrammarService], engine: GatedEngine
-) -> None:
-    url, grammars = served
-    timeout_metric = 'toolwire_grammar_fallbacks_total{reason="compile_timeout"}'
-    engine.gate.clear()
-    # 1. The tool request waits 0.2 s for its compile, then runs under the fallback
-    #    (unconstrained); the compile stays pending.
-    first = _chat(url, tools=TOOLS, tool_choice="required", **ONE, max_tokens=2)
-    assert first["choices"][0]["finish_reason"] == "length"
-    assert _metric(url, timeout_metric) == 1
-    assert _metric(url, "toolwire_grammar_cache_misses_total") == 1
-    assert grammars.compiling == 1
-    # 2. A request without tools is served while that compile has not even finished.
-    plain = _chat(url, max_tokens=2)
-    assert plain["choices"][0]["finish_reason"] == "length"
-    assert grammars.compiling == 1
-    # 3. The compile runs; then the same tool set is served from the cache,
-    #    constrained: a real call whose argument matches the pattern.
-    engine.gate.set()
-    deadline = time.monotonic() + 300
-    while grammars.compiling and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert grammars.compiling == 0
-    again = _chat(url, tools=TOOLS, tool_choice="required", **ONE, max_tokens=100)
-    assert _metric(url, "toolwire_grammar_cache_hits_total") == 1
-    assert _metric(url, timeout_metric) == 1
-    assert _metric(url, 'toolwire_grammar_compile_seconds_count{where="embedded"}') == 1
-    choice = again["choices"][0]
-    assert choice["finish_reason"] == "tool_calls", choice
-    (call,) = choice["message"]["tool_calls"]
-    arguments = json.loads(call["function"]["arguments"])
+HITS = "toolwire_grammar_cache_hits_total"
+MISSES = "toolwire_grammar_cache_misses_total"
+COMPILES = 'toolwire_grammar_compile_seconds_count{where="embedded"}'
+TIMEOUTS = 'toolwire_grammar_fallbacks_total{reason="compile_timeout"}'
+
+
+def _valid_call(api: Api, answer: dict[str, Any]) -> None:
+    """The answer is one call to `ping` whose arguments match the schema (the pattern
+    is kept only by the grammar)."""
+    assert not api.cut(answer), answer
+    ((name, arguments),) = api.calls(answer)
+    assert name == "ping"
     jsonschema.validate(arguments, TOOLS[0]["function"]["parameters"])
+
+
+@EVERY_API
+def test_a_repeated_tool_set_is_answered_from_the_cache(engine: GatedEngine, api: Api) -> None:
+    engine.gate.set()
+    with _served(engine, timeout=300) as (url, _):
+        first = _ask(url, api, tools=True, max_tokens=100)
+        assert (_metric(url, MISSES), _metric(url, HITS), _metric(url, COMPILES)) == (1, 0, 1)
+        again = _ask(url, api, tools=True, max_tokens=100)
+        assert (_metric(url, MISSES), _metric(url, HITS), _metric(url, COMPILES)) == (1, 1, 1)
+        for answer in (first, again):
+            _valid_call(api, answer)
+
+
+@EVERY_API
+def test_a_compile_holds_no_one_and_is_kept(engine: GatedEngine, api: Api) -> None:
+    with _served(engine, timeout=0.2, workers=1) as (url, grammars):
+        engine.gate.clear()
+        # 1. The tool request waits 0.2 s for its compile, then runs under the fallback
+        #    (unconstrained); the compile stays pending.
+        first = _ask(url, api, tools=True, max_tokens=2)
+        assert api.cut(first)
+        assert _metric(url, TIMEOUTS) == 1
+        assert _metric(url, MISSES) == 1
+        assert grammars.compiling == 1
+        # 2. A request without tools is served while that compile has not even finished.
+        plain = _ask(url, api, tools=False, max_tokens=2)
+        assert api.cut(plain)
+        assert grammars.compiling == 1
+        # 3. The compile runs; then the same tool set is served from the cache,
+        #    constrained: a real call whose argument matches the pattern.
+        engine.gate.set()
+        deadline = time.monotonic() + 300
+        while grammars.compiling and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert grammars.compiling == 0
+        again = _ask(url, api, tools=True, max_tokens=100)
+        assert _metric(url, HITS) == 1
+        assert _metric(url, TIMEOUTS) == 1
+        assert _metric(url, COMPILES) == 1
+        _valid_call(api, again)
 
 
 def _tool(name: str) -> dict[str, Any]:
@@ -175,13 +266,15 @@ def test_remote_engines_get_the_upstream_compile_time_measured_once_per_tag() ->
         engine = VllmEngine(upstream_url, model="qwen3", tokenizer=tok, format="qwen3")
         app = create_app(engine)
         with running(app) as url:
+            body = {"model": "qwen3", "messages": ASK, "tools": TOOLS, "max_tokens": 4}
             for _ in range(2):
                 upstream.scripts.append(Script([tok.added_tokens["<|im_end|>"]]))
-                _chat(url, model="qwen3", tools=TOOLS, max_tokens=4)
+                r = httpx.post(url + "/v1/chat/completions", json=body, timeout=300)
+                assert r.status_code == 200, r.text
             assert all("structural_tag" in b["structured_outputs"] for b in upstream.bodies)
             name = 'toolwire_grammar_compile_seconds_count{where="upstream"}'
             deadline = time.monotonic() + 300
             while _metric(url, name) < 1 and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert _metric(url, name) == 1
-            assert _metric(url, "toolwire_grammar_cache_misses_total") == 0
+            assert _metric(url, MISSES) == 0

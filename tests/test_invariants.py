@@ -576,3 +576,37 @@ def test_generated_text_inside_sections_keeps_every_guarantee(
     else:  # the section (or the calls) is structure: its text is content
         kept = "".join(p for p, kind in parts if kind == "text")
         assert _squash(msg.content) == _squash(kept)
+
+
+#: Prose that ends in whitespace, or not, before a section (or calls).
+_PROSE = ["Reasoning. ", "Reasoning.", "Reasoning.\n\n", ""]
+
+
+@pytest.mark.parametrize("name", [n for n in FORMATS if formats.get(n).section is not None])
+@settings(max_examples=max(20, settings.default.max_examples // 4))
+@given(data=st.data())
+def test_whitespace_at_the_edges_of_text_inside_a_section_is_chunk_invariant(
+    name: str, data: st.DataObject
+) -> None:
+    """Prose, then a section whose stray text has whitespace at its edges (before its
+    first call, between calls, before its close), then prose: every chunking, one id
+    per delta included, gives the one-delta events, held and streamed, whether a call
+    of the section is returned or none is."""
+    fmt = formats.get(name)
+    tok = cases.standalone_tokenizer(name)
+    opener, closer = cases.section(fmt)
+    gap = st.lists(st.sampled_from([*_TEXT, " spurious noise ", " x\n", "\t"]), max_size=3)
+    pool = [cases.CALLS[0], ("not_declared", {"a": "x"})]
+    calls = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2))
+    text = data.draw(st.sampled_from(_PROSE)) + opener
+    for call in calls:
+        text += "".join(data.draw(gap)) + cases.block(fmt, call)
+    text += (
+        "".join(data.draw(gap)) + closer + data.draw(st.sampled_from(["", " after", "\nafter "]))
+    )
+    ids = _ids(tok, [(text, True)])
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(ids)), max_size=len(ids))))
+    for stream in MODES:
+        whole = run(name, ids, stream_arguments=stream)
+        assert run(name, ids, range(1, len(ids)), stream_arguments=stream) == whole
+        assert run(name, ids, cuts, stream_arguments=stream) == whole

@@ -226,7 +226,10 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "tools not a list": ({"messages": [_USER], "tools": 5}, "tools"),
     "kwargs not a mapping": ({"messages": [_USER], "template_kwargs": [1]}, "template_kwargs"),
-    "template overflow": ({"messages": [_USER], "template": "{{ 'x' * 10**20 }}"}, "Overflow"),
+    "template overflow": (
+        {"messages": [_USER], "template": "{{ 'x' * 10**20 }}"},
+        "refused before it is built",
+    ),
     "template recursion": (
         {
             "messages": [_USER],

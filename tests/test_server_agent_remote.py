@@ -37,7 +37,7 @@ from tests.serving import (
     scripted_engine,
 )
 from toolwire.server.app import create_app
-from toolwire.server.pipeline import Limits
+from toolwire.server.core.pipeline import Limits
 
 RESPONSES_TOOLS = responses_tools([GET_WEATHER, DELETE_ALL])
 MESSAGES_TOOLS = messages_tools([GET_WEATHER, DELETE_ALL])

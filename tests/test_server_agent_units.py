@@ -22,13 +22,13 @@ from toolwire.events import (
     ToolCallBegin,
     ToolCallEnd,
 )
-from toolwire.server.errors import ApiError
-from toolwire.server.messages import MessageWriter
-from toolwire.server.messages_request import parse_messages
-from toolwire.server.responses import ResponseWriter
-from toolwire.server.responses_request import parse_responses, to_messages
-from toolwire.server.responses_store import ResponseStore
-from toolwire.server.segments import Closed, Grew, Opened, Segment, Segmenter, assemble
+from toolwire.server.core.errors import ApiError
+from toolwire.server.core.segments import Closed, Grew, Opened, Segment, Segmenter, assemble
+from toolwire.server.messages.request import parse_messages
+from toolwire.server.messages.writer import MessageWriter
+from toolwire.server.responses.request import parse_responses, to_messages
+from toolwire.server.responses.store import ResponseStore
+from toolwire.server.responses.writer import ResponseWriter
 
 
 def _call(index: int, arguments: str) -> list[Event]:
@@ -244,7 +244,7 @@ def test_message_blocks_become_chat_messages() -> None:
             "thinking": {"type": "enabled", "budget_tokens": 4},
         }
     )
-    chat = request.chat
+    chat = request  # the neutral request the turn runs
     call = {"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
     assert chat.messages == [
         {"role": "system", "content": "s1\ns2"},

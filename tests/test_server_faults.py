@@ -38,7 +38,7 @@ from tests.serving import (
 from toolwire.backends.base import Delta, Generation
 from toolwire.backends.vllm import VllmEngine
 from toolwire.server.app import create_app
-from toolwire.server.pipeline import Limits
+from toolwire.server.core.pipeline import Limits
 
 TOOLS = [GET_WEATHER]
 LIMITS = Limits(timeout=3, max_body_bytes=256 * 1024, max_tools=8, max_nesting=32)

@@ -21,8 +21,9 @@ from tests.data import data_dir
 from tests.serving import Script, ScriptedUpstream, running
 from toolwire import formats
 from toolwire.backends.vllm import VllmEngine
+from toolwire.prompt.reasoning import ends_in_reasoning
 from toolwire.server.config import add_arguments, config_from
-from toolwire.server.pipeline import Limits
+from toolwire.server.core.pipeline import Limits
 from toolwire.server.run import build_app, prepare
 
 #: format -> (tokenizer folder under tokenizers/, or None for the derived one; template)
@@ -114,16 +115,29 @@ def test_every_format_starts_and_serves_a_call(
     app = _app(name, upstream_url)  # startup: engine, warm-up, app
     fmt = formats.get(name)
     tok = cases.tokenizer(name)
-    output = fmt.render_output(calls=[("get_weather", {"city": "Paris"})])
     with running(app) as url:
+        body: dict[str, Any] = {
+            "model": name,
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": TOOLS,
+        }
+        # The model's output follows its prompt: where the template opens the reasoning
+        # block, the model closes it before it calls (the families whose calls may not
+        # begin inside reasoning read a call there as reasoning text).
+        scripted.scripts.append(Script([]))
+        probe = httpx.post(url + "/v1/chat/completions", json=body, timeout=30)
+        assert probe.status_code == 200, probe.text
+        prompt = scripted.bodies[-1]["prompt"]
+        text = prompt if isinstance(prompt, str) else tok.decode(prompt)
+        opened = ends_in_reasoning(text, fmt.reasoning)
+        output = fmt.render_output(
+            reasoning="Checking." if opened else None,
+            calls=[("get_weather", {"city": "Paris"})],
+            prefilled=opened,
+        )
         for stream in (False, True):
             scripted.scripts.append(Script(tok.encode(output), per_event=4))
-            body = {
-                "model": name,
-                "messages": [{"role": "user", "content": "Weather in Paris?"}],
-                "tools": TOOLS,
-                "stream": stream,
-            }
+            body["stream"] = stream
             r = httpx.post(url + "/v1/chat/completions", json=body, timeout=30)
             assert r.status_code == 200, r.text
             if stream:

@@ -32,7 +32,7 @@ from tests.serving import (
     scripted_engine,
 )
 from toolwire.server.app import create_app
-from toolwire.server.pipeline import Limits
+from toolwire.server.core.pipeline import Limits
 
 TOOLS = [GET_WEATHER, DELETE_ALL]
 CALL_ID = re.compile(r"^call_[0-9a-f]{24}$")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -15,12 +16,16 @@ from toolwire import Parser
 from toolwire.backends.bundled import bundled_model
 from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
 from toolwire.events import Content, Event, ToolCallArguments, ToolCallBegin, ToolCallEnd, merge
-from toolwire.server.chunks import ChunkWriter, completion, finish_reason
+from toolwire.server.chat.request import parse_request
+from toolwire.server.chat.writer import ChunkWriter, completion
 from toolwire.server.config import add_arguments, config_from
-from toolwire.server.errors import ApiError
-from toolwire.server.request import parse_request
-from toolwire.server.stops import StopMatcher
-from toolwire.server.watch import CallWatch
+from toolwire.server.core.errors import ApiError, FieldError
+from toolwire.server.core.pipeline import finish_reason
+from toolwire.server.core.stops import StopMatcher
+from toolwire.server.core.watch import CallWatch
+from toolwire.server.messages.api import anthropic_error
+from toolwire.server.messages.request import parse_messages
+from toolwire.server.responses.request import parse_responses
 from toolwire.tokenizer import Tokenizer
 
 
@@ -253,3 +258,39 @@ def test_a_streamed_call_cut_short_is_marked_invalid_streamed_and_not(
         "invalid_tool_calls"
         not in completion("c", "m", 0, events, "tool_calls", 1, 1)["choices"][0]
     )
+
+
+@pytest.mark.parametrize(
+    ("parse", "body", "path"),
+    [
+        (parse_request, {"messages": [{"role": ["user"], "content": "x"}]}, "messages[0].role"),
+        (
+            parse_responses,
+            {"input": [{"role": "user", "content": [{"type": ["input_text"]}]}]},
+            "input[0].content[0].type",
+        ),
+        (
+            parse_messages,
+            {
+                "max_tokens": 8,
+                "messages": [{"role": "user", "content": "x"}],
+                "tool_choice": {"type": {}},
+            },
+            "tool_choice.type",
+        ),
+    ],
+    ids=["chat", "responses", "messages"],
+)
+def test_a_value_of_the_wrong_kind_is_a_field_error_in_every_api(
+    parse: Callable[[Any], Any], body: dict[str, Any], path: str
+) -> None:
+    """Lists and objects where a name is expected (unhashable, so a set lookup would
+    raise) are a 400 naming the field, in the API's spelling."""
+    with pytest.raises(FieldError) as caught:
+        parse({"model": "m", **body})
+    error = caught.value
+    assert error.status == 400
+    if parse is parse_messages:
+        assert anthropic_error(error)["error"]["message"].startswith(path + ":")
+    else:
+        assert error.param == path

@@ -25,8 +25,8 @@ from toolwire.integrations.vllm.request import (
     relaxed_tag_for,
     structural_tag_for,
 )
-from toolwire.server.pipeline import Limits, plan
-from toolwire.server.request import ChatRequest
+from toolwire.server.core.pipeline import Limits, plan
+from toolwire.server.core.request import ChatRequest
 
 TOOL = {
     "type": "function",

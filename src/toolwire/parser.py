@@ -14,10 +14,14 @@ Data flow of `feed(ids)`::
 
 States, and what moves between them. Each state has one payload (`_Section`, `_Call`,
 `_Header`; `_Anchor` for CONTENT of a format whose calls no token opens); the moves
-are one table, `toolwire.lexicon.TRANSITIONS`: (state, delimiter role) -> action,
-one handler here per action (`_HANDLERS`). `Tables.transitions` resolves each form the
-format gives a role, once per format and mode, so a matched delimiter costs one
-lookup. In short::
+are one table, `toolwire.lexicon.TRANSITIONS`: (state, delimiter role) -> the action
+and the next state for each of its outcomes, one handler here per action
+(`_HANDLERS`). A handler does its action's work and says how it came out; `_take` sets
+the state the table names for that outcome (the handlers never do), and a delimiter
+the table says acts again (a body it ended could not hold it) is looked up anew in
+the next state. The moves no delimiter makes are entries too (`lexicon.TRIGGERED`).
+`Tables.transitions` resolves each form the format gives a role, once per format and
+mode, so a matched delimiter costs one lookup. In short::
 
     CONTENT   --reasoning.open--> REASONING   --reasoning.close--> CONTENT
         (any of the format's reasoning pairs; one the vocabulary has no token for
@@ -47,8 +51,13 @@ A form that plays several roles takes the first by its state's precedence
 open before a header's outside it, a mark before a stray delimiter).
 
 The held call's lifecycle is the call's own (`_Call`: take, verdict, commit; begin,
-stream and end when streaming); text reaches an open body one way (`_body`), from the
-fast path and from the scan alike.
+stream and end when streaming); text reaches an open body one way (`_route`).
+
+There is one scan (`_run`). Ordinary ids need no decoder and their text holds no
+sentinel, so in a state whose every delimiter begins with one (`Tables.fast`) the
+search is skipped and the text goes straight to the state's sink (`_route`; for a
+held body, the sink `_route` itself uses, `_Call.collect`): the scan's own step when
+it finds nothing, not a second copy of it.
 
 What the parser saw is public (`Parser.stats`): delimiters spelled as text under a
 gated vocabulary (echoes), and calls and sections released as content.
@@ -91,7 +100,21 @@ from toolwire.events import (
 )
 from toolwire.formats import get as get_format
 from toolwire.formats.spec import CallContext, CallSyntax, Format, Reject
-from toolwire.lexicon import Action, Mode, Scanner, State, Tables, is_gated, lexicon, tables
+from toolwire.lexicon import (
+    TRIGGERED,
+    Action,
+    Mode,
+    Outcome,
+    Scanner,
+    State,
+    Tables,
+    Then,
+    Transition,
+    Trigger,
+    is_gated,
+    lexicon,
+    tables,
+)
 from toolwire.message import Message
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import Tools
@@ -105,6 +128,10 @@ _Snapshot = tuple[bool, str, bool, str, str]
 # its Enum class costs more than the rest of a fast-path step (CPython 3.11).
 _IDS = Mode.IDS
 _CONTENT, _REASONING, _SECTION, _CALL = State.CONTENT, State.REASONING, State.SECTION, State.CALL
+_DONE, _TEXT, _RELEASED = Outcome.DONE, Outcome.TEXT, Outcome.RELEASED
+_OUTER = Then.OUTER
+_NOWHERE: frozenset[State] = frozenset()
+_BODY_END = TRIGGERED[State.CALL, Trigger.BODY_END]
 
 #: What joins two runs of one kind separated only by structure, where the model
 #: wrote no whitespace between them.
@@ -216,6 +243,7 @@ class _Call:
         "before",
         "begun",
         "closer",
+        "collect",
         "held",
         "index",
         "provisional",
@@ -243,15 +271,15 @@ class _Call:
         self.before = before  # the interrupted run's state, restored on release
         self.provisional = provisional
         self.held = held
+        #: Held: body text is collected as it comes (raw[1:]), parsed once it ends.
+        self.collect = self.raw.append
         self.begun = False  # ToolCallBegin emitted (streaming only)
         self.index = -1
 
     def take(self, text: str) -> int:
-        """Body text: held, collected; else fed to the syntax now. Returns how much the
-        body took (less than all only once a self-ending body has ended)."""
-        if self.held:
-            self.raw.append(text)
-            return len(text)
+        """Body text fed to the syntax now (not held: held text goes to `collect`).
+        Returns how much the body took (less than all only once a self-ending body
+        has ended)."""
         used = self.syntax.feed(text)
         self.raw.append(text[:used])
         return used
@@ -403,6 +431,7 @@ class Parser:
         strict: bool = False,
         stream_arguments: bool = False,
         call_id: Callable[[int], str] | None = None,
+        bare_calls: bool = False,
     ) -> None:
         if not isinstance(format, Format | str):
             raise UsageError(
@@ -426,7 +455,10 @@ class Parser:
         lex = lexicon(self.format, tokenizer)
         #: True when every delimiter that opens call structure is matched by token id
         #: (never for calls that no token opens, `Format.anchor`).
-        self.gated = is_gated(self.format, tokenizer)
+        #: Call bodies that stand alone without their wrapper (`Format.bare`) are
+        #: recovered: their opener is text, so such a parser is not gated.
+        self.bare_calls = bare_calls and self.format.bare is not None
+        self.gated = is_gated(self.format, tokenizer) and not self.bare_calls
         self._drop = lex.drop
         self._mode: Mode | None = None  # fixed by the first feed
         self._scanners: Mapping[State, Scanner] = {}
@@ -446,6 +478,7 @@ class Parser:
         self._cut = False  # finish(reason="length"): the output was cut off
         self._finished = False
         self._to_literal: Mapping[int, str] = {}
+        self._body_literal: Mapping[int, str] = {}
         self._id_forms: Mapping[int, str] = {}
         self._fast: frozenset[State] = frozenset()
         self._plain_texts: Mapping[int, str] | None = None
@@ -463,6 +496,12 @@ class Parser:
             released_calls=self._tally.calls,
             released_sections=self._tally.sections,
         )
+
+    @property
+    def state(self) -> State:
+        """Where the machine is, as `toolwire.lexicon.TRANSITIONS` names it (for tests
+        and tracing: output is in the events, never here)."""
+        return self._state
 
     def feed(self, ids: Sequence[int]) -> list[Event]:
         """Feed output token ids (any number); return the events they complete.
@@ -484,11 +523,11 @@ class Parser:
             if decoder is None:
                 raise UsageError("feed() needs a tokenizer; use feed_text() for text")
             echoes = self._echoes
-            # Fast path: ordinary ids in a state where ordinary text cannot begin a
-            # delimiter go straight to the state's sink (the same result as the scan).
+            # Ordinary ids whose text needs no decoder (nothing pending): their text
+            # holds no sentinel, so the scan skips the search in a state whose every
+            # delimiter begins with one (`Tables.fast`).
             plain = self._plain_texts
-            state = self._state
-            if plain is not None and state in self._fast and not self._held and not decoder.pending:
+            if plain is not None and not self._held and not decoder.pending:
                 if len(ids) == 1:
                     text = plain.get(ids[0])
                 else:
@@ -498,16 +537,17 @@ class Parser:
                     if echoes is not None and (echoes.tail or echoes.lead in text):
                         echoes.see(text)
                     out: list[Event] = []
-                    if state is _CONTENT:
-                        self._content.add(text, out)
-                    elif state is _REASONING:
-                        self._reasoning.add(text, out)
-                    elif state is _CALL and (call := self._call) is not None and call.held:
-                        call.take(text)  # as `_body` does: a held body grows one way
-                    else:  # what the scan would do with text holding no delimiter
-                        stop = self._route(text, 0, len(text), out)
-                        if stop < len(text):  # a self-ending body ended: the rest is scanned
-                            self._run(text[stop:], out)
+                    if self._state in self._fast:  # the scan's step when nothing is found
+                        call = self._call
+                        if call is not None and call.held:
+                            call.collect(text)  # a held body's sink (`_route`'s own)
+                            return out
+                        size = len(text)
+                        stop = self._route(text, 0, size, out, True)
+                        if stop < size:  # a self-ending body ended: scan the rest
+                            self._run(text[stop:], out, True)
+                    else:
+                        self._run(text, out, True)
                     return out
             forms, drop = self._id_forms, self._drop
             parts: list[str] = []
@@ -567,10 +607,9 @@ class Parser:
         while start < len(held):  # an unfinished delimiter prefix is plain text
             start = self._route(held, start, len(held), out)
         if self._call is not None:
-            self._end_call(out, closed=False)
-        section, self._section = self._section, None
-        if section is not None and not section.structural:
-            self._release_section(section, "", out)
+            self._take(TRIGGERED[State.CALL, Trigger.OUTPUT_END], "", out)
+        if self._section is not None:
+            self._take(TRIGGERED[State.SECTION, Trigger.OUTPUT_END], "", out)
         header = self._header
         if self._state is State.HEADER and header is not None and self.strict:
             text = self._literal_text("".join(header.parts))  # non-strict: it is markup
@@ -589,8 +628,9 @@ class Parser:
         if self._mode is not None:
             raise UsageError("do not mix feed() and feed_text() on one parser")
         self._mode = mode
-        t = self._t = tables(self.format, self.tokenizer, mode)
+        t = self._t = tables(self.format, self.tokenizer, mode, self.bare_calls)
         self._id_forms, self._to_literal = t.id_forms, t.to_literal
+        self._body_literal = t.body_literal
         self._scanners, self._fast = t.scanners, t.fast
         self._plain_texts = (
             self.tokenizer.plain_texts()
@@ -602,63 +642,87 @@ class Parser:
 
     # -- the machine ---------------------------------------------------------------
 
-    def _run(self, text: str, out: list[Event]) -> None:
-        buf = self._held + text if self._held else text
-        self._held = ""
+    def _run(self, text: str, out: list[Event], plain: bool = False) -> None:
+        """The scan: search the current state's delimiters, send the text before each
+        to the state's sink, act on the delimiter, hold a tail that could begin one.
+
+        `plain`: the text of ordinary ids, which holds no sentinel: in a state whose
+        every delimiter begins with one (`Tables.fast`) there is nothing to find and
+        nothing to hold, so the search is skipped (the result is the search's)."""
+        if self._held:
+            buf, plain = self._held + text, False
+            self._held = ""
+        else:
+            buf = text
+        fast = self._fast if plain else _NOWHERE
         pos, size = 0, len(buf)
         while pos < size:
-            scanner = self._scanners[self._state]
-            match = scanner.search(buf, pos)
-            end = match.start() if match is not None else size - scanner.holdback(buf, pos)
+            state = self._state
+            if state in fast:
+                match, end = None, size
+            else:
+                scanner = self._scanners[state]
+                match = scanner.search(buf, pos)
+                end = match.start() if match is not None else size - scanner.holdback(buf, pos)
             if end > pos:
-                stop = self._route(buf, pos, end, out)
+                stop = self._route(buf, pos, end, out, plain)
                 if stop < end:  # a self-ending call body ended: rescan in the new state
                     pos = stop
                     continue
             if match is None:
-                self._held = buf[end:]
+                if end < size:
+                    self._held = buf[end:]
                 return
-            self._act(match.group(), out)
-            pos = match.end()
+            form = match.group()
+            taken = self._act(form, out)
+            pos = match.end() if taken == len(form) else end + taken
 
-    def _route(self, buf: str, start: int, end: int, out: list[Event]) -> int:
+    def _route(self, buf: str, start: int, end: int, out: list[Event], plain: bool = False) -> int:
         """Send buf[start:end] to the current state's sink; return where it stopped
-        (before `end` only when a self-ending call body ended inside it)."""
+        (before `end` only when a self-ending call body ended inside it). `plain`: the
+        text holds no sentinel (nothing to spell back)."""
+        text = buf[start:end]  # (the whole of buf is buf itself: no copy)
+        call = self._call
+        if call is not None:  # CALL (its payload is there exactly then)
+            # Text of the open call's body (the one way in). A delimiter that does not
+            # act inside a call (say `</think>` in a string value) reaches the syntax
+            # as the token's text; only the call's marks keep their structural form.
+            if not plain and (literal := self._body_literal) and not text.isascii():
+                spelled = text.translate(literal)
+            else:
+                spelled = text
+            if call.held:  # collected, parsed once when the body ends
+                call.collect(spelled)
+                return end
+            return start + self._body(text, spelled, out)
         state = self._state
         if state is _CONTENT:
             if self._anchor is not None:
                 return self._anchored(buf, start, end, out)
-            self._content.add(self._literal_text(buf[start:end]), out)
-        elif state is _CALL:
-            return start + self._body(buf[start:end], out)
+            self._content.add(text if plain else self._literal_text(text), out)
         elif state is _REASONING:
-            self._reasoning.add(self._literal_text(buf[start:end]), out)
+            self._reasoning.add(text if plain else self._literal_text(text), out)
         elif state is _SECTION:
-            self._section_text(buf[start:end], out, markup=False)
+            self._section_text(text, out, markup=False)
         else:
             header = self._header
             assert header is not None
-            header.parts.append(buf[start:end])
+            header.parts.append(text)
         return end
 
-    def _body(self, text: str, out: list[Event]) -> int:
-        """Text of the open call's body (the one way in, fast path or scan); returns
-        how much it took (less than all only when a self-ending body ended).
-
-        A delimiter that does not act inside a call (say `</think>` in a string
-        value) reaches the syntax as the token's text; only the call's marks keep
-        their structural form."""
+    def _body(self, text: str, spelled: str, out: list[Event]) -> int:
+        """A body parsed as it comes (streaming, or one that ends itself) takes
+        `spelled`, the body text as its syntax reads it; returns how much of `text`
+        it took (less than all only when a self-ending body ended)."""
         call = self._call
         assert call is not None
-        literal = self._t.body_literal
-        spelled = text.translate(literal) if literal and not text.isascii() else text
         used = call.take(spelled)
-        if not call.held:
-            self._stream(out)
-            if call.syntax.done:
-                self._end_call(out, closed=True)
+        self._stream(out)
+        if call.syntax.done:  # the body ended itself: the table's move for that
+            self._take(_BODY_END, "", out)
         if used == len(spelled) or spelled is text:
             return len(text) if used == len(spelled) else used
+        literal = self._body_literal
         taken = 0  # a self-ending body ended inside: `used` back onto `text`
         for pos, char in enumerate(text):
             taken += len(literal.get(ord(char), char))
@@ -679,7 +743,7 @@ class Parser:
                     first += 1
                 if first < end and buf[first] in anchor.begins:
                     self._content.add(buf[pos:first], out)
-                    self._open_call("", out)
+                    self._take(TRIGGERED[State.CONTENT, Trigger.LINE_CALL], "", out)
                     return first
                 anchor.line = first == end
             newline = buf.find("\n", pos, end)
@@ -689,80 +753,104 @@ class Parser:
             pos = stop
         return end
 
-    def _act(self, form: str, out: list[Event]) -> None:
-        """A delimiter matched: do what the table says for it in this state."""
-        _HANDLERS[self._t.transitions[self._state, form]](self, form, out)
+    def _act(self, form: str, out: list[Event]) -> int:
+        """A delimiter matched: take the step the table names for it in this state,
+        and again in the next one while the table says it acts again there. Returns
+        how much of `form` was taken (less than all only when the delimiter was text
+        of a self-ending body that ended inside it)."""
+        transitions = self._t.transitions
+        while True:
+            step = transitions[self._state, form]
+            outcome = self._take(step, form, out)
+            if outcome is _TEXT:  # the delimiter is text where it stands
+                return self._route(form, 0, len(form), out)
+            if outcome not in step.again:
+                return len(form)
+
+    def _take(self, step: Transition, form: str, out: list[Event]) -> Outcome:
+        """Run one transition: its handler says what happened, the table where the
+        machine goes then (`Then`: resolved from the structure the handler left)."""
+        call, section = self._call, self._section
+        resume = (
+            call.resume if call is not None else section.resume if section is not None else None
+        )
+        outcome = _HANDLERS[step.action](self, form, out)
+        to = step.to[outcome]
+        if isinstance(to, Then):
+            if to is _OUTER:
+                to = _SECTION if self._section is not None else _CONTENT
+            else:
+                assert resume is not None
+                to = resume
+        self._state = to
+        return outcome
 
     # -- the handlers of `TRANSITIONS` (one per `Action`) ---------------------------
+    # Each returns what happened (`Outcome`); the table says where the machine goes.
 
-    def _open_reasoning(self, form: str, out: list[Event]) -> None:
+    def _open_reasoning(self, form: str, out: list[Event]) -> Outcome:
         self._content.boundary()
-        self._state = State.REASONING
+        return _DONE
 
-    def _close_reasoning(self, form: str, out: list[Event]) -> None:
+    def _close_reasoning(self, form: str, out: list[Event]) -> Outcome:
         self._reasoning.boundary()
-        self._state = State.CONTENT
+        return _DONE
 
-    def _open_section(self, form: str, out: list[Event]) -> None:
+    def _open_section(self, form: str, out: list[Event]) -> Outcome:
         state = self._state
         before = self._run_of(state).boundary()
         self._section = _Section(self._literal_text(form), state, before)
-        self._state = State.SECTION
+        return _DONE
 
-    def _close_section(self, form: str, out: list[Event]) -> None:
+    def _close_section(self, form: str, out: list[Event]) -> Outcome:
         section = self._section
         assert section is not None
         self._section = None
         if section.structural:  # its delimiters are markup
             self._content.boundary()
-            self._state = State.CONTENT
-        else:
-            self._release_section(section, self._literal_text(form), out)
+            return Outcome.RETURNED
+        self._release_section(section, self._literal_text(form), out)
+        return _RELEASED
 
-    def _close_call(self, form: str, out: list[Event]) -> None:
+    def _close_call(self, form: str, out: list[Event]) -> Outcome:
         call = self._call
         assert call is not None
         call.close(form)
-        self._end_call(out, closed=True)
+        return self._end_call(out, closed=True)
 
-    def _next_call(self, form: str, out: list[Event]) -> None:
-        """A new call begins: the open body ends unclosed there."""
-        self._end_call(out, closed=False)
-        self._act(form, out)
+    def _next_call(self, form: str, out: list[Event]) -> Outcome:
+        """A new call begins (or the output ends): the open body ends unclosed."""
+        return self._end_call(out, closed=False)
 
-    def _end_body(self, form: str, out: list[Event]) -> None:
+    def _end_body(self, form: str, out: list[Event]) -> Outcome:
         """A delimiter the body cannot hold (the section's close, a header's): the
-        body ends there, and the delimiter acts in the state that follows."""
-        self._end_call(out, closed=form != self._t.c_open)
-        self._act(form, out)
+        body ends there."""
+        return self._end_call(out, closed=form != self._t.c_open)
 
-    def _section_close_in_call(self, form: str, out: list[Event]) -> None:
+    def _section_close_in_call(self, form: str, out: list[Event]) -> Outcome:
         if self._section is not None:
-            self._end_body(form, out)
-            return
-        # It closes nothing: text of the body (released with it, if it is).
-        stop = self._route(form, 0, len(form), out)
-        if stop < len(form):
-            self._run(form[stop:], out)
+            return self._end_body(form, out)
+        return _TEXT  # it closes nothing: text of the body (released with it, if it is)
 
-    def _open_header(self, form: str, out: list[Event]) -> None:
+    def _open_header(self, form: str, out: list[Event]) -> Outcome:
         state = self._state
         before = self._run_of(state).boundary()
         self._header = _Header(form, before if state is State.CONTENT else None)
-        self._state = State.HEADER
+        return _DONE
 
-    def _new_header(self, form: str, out: list[Event]) -> None:
+    def _new_header(self, form: str, out: list[Event]) -> Outcome:
         """A new message begins inside a header: the header so far is markup."""
         header = self._header
         assert header is not None
         header.parts = [form]
+        return _DONE
 
-    def _drop_header(self, form: str, out: list[Event]) -> None:
+    def _drop_header(self, form: str, out: list[Event]) -> Outcome:
         """A message ended inside its header: the header is markup."""
         self._header = None
-        self._state = State.CONTENT
+        return _DONE
 
-    def _enter_body(self, form: str, out: list[Event]) -> None:
+    def _enter_body(self, form: str, out: list[Event]) -> Outcome:
         """A header closed: route the message body as the format's hook says."""
         route_of = self.format.header
         header = self._header
@@ -770,32 +858,50 @@ class Parser:
         text = "".join(header.parts) + form
         self._header = None
         route = route_of.route(self._literal_text(text))
-        self._state = State.REASONING if route.kind == "reasoning" else State.CONTENT
+        if route.kind == "reasoning":
+            return Outcome.TO_REASONING
         if route.kind == "call":
             # Released, the call goes back where its header began (content's state then).
-            self._open_call(text, out, name=route.name, before=header.before)
+            self._open_call(text, out, name=route.name, before=header.before, resume=_CONTENT)
+            return Outcome.TO_CALL
+        return Outcome.TO_CONTENT
 
-    def _end_message(self, form: str, out: list[Event]) -> None:
+    def _end_message(self, form: str, out: list[Event]) -> Outcome:
         self._run_of(self._state).boundary()
-        self._state = State.CONTENT
+        return _DONE
 
-    def _line_start(self, form: str, out: list[Event]) -> None:
+    def _line_start(self, form: str, out: list[Event]) -> Outcome:
         self._content.boundary()
         if self._anchor is not None:
             self._anchor.line = True
+        return _DONE
 
-    def _text(self, form: str, out: list[Event]) -> None:
+    def _text(self, form: str, out: list[Event]) -> Outcome:
         """A call's inner mark outside a call body is text."""
         self._run_of(self._state).add(self._literal_text(form), out)
+        return _DONE
 
-    def _section_markup(self, form: str, out: list[Event]) -> None:
+    def _section_markup(self, form: str, out: list[Event]) -> Outcome:
         self._section_text(form, out, markup=True)
+        return _DONE
 
-    def _section_mark(self, form: str, out: list[Event]) -> None:
+    def _section_mark(self, form: str, out: list[Event]) -> Outcome:
         self._section_text(form, out, markup=False)
+        return _DONE
 
-    def _consume(self, form: str, out: list[Event]) -> None:
+    def _open_bare(self, form: str, out: list[Event]) -> Outcome:
+        """A body that stands alone begins: provisional, parsed as it comes, returned
+        only once it ended itself and names a declared tool."""
+        bare = self.format.bare
+        assert bare is not None
+        return self._open_call(form, out, bare=bare.syntax)
+
+    def _body_text(self, form: str, out: list[Event]) -> Outcome:
+        return _TEXT
+
+    def _consume(self, form: str, out: list[Event]) -> Outcome:
         """A delimiter that does not act where it stands (a stray closer) is markup."""
+        return _DONE
 
     # -- sections, runs and calls --------------------------------------------------
 
@@ -824,9 +930,9 @@ class Parser:
         content.boundary()
 
     def _release_section(self, section: _Section, closer: str, out: list[Event]) -> None:
-        """A section that returned no call is content, every character of it."""
+        """A section that returned no call is content, every character of it (the
+        table then resumes where it began)."""
         self._tally.sections += 1
-        self._state = section.resume
         run = self._run_of(section.resume)
         run.resume(section.before)
         run.add(section.opener + "".join(text for text, _ in section.held) + closer, out)
@@ -840,18 +946,28 @@ class Parser:
         out: list[Event],
         name: str | None = None,
         before: _Snapshot | None = None,
-    ) -> None:
-        resume = self._state
+        resume: State | None = None,
+        bare: Callable[[CallContext], CallSyntax] | None = None,
+    ) -> Outcome:
+        """A call opens; `resume`: where it goes back to if released (by default the
+        state it opened in); `bare`: the syntax of a body standing alone."""
+        resume = self._state if resume is None else resume
         interrupted = self._run_of(resume).boundary()
         before = interrupted if before is None else before
-        provisional = self.format.section is not None and self._section is None
+        provisional = bare is not None or (
+            self.format.section is not None and self._section is None
+        )
         context = self._context if name is None else replace(self._context, name=name)
         # Held: the body is only collected, and parsed once when the call closes.
         # Otherwise it is parsed as it comes (streaming, or a body that ends itself).
-        held = self._t.c_close is not None and (provisional or not self.stream_arguments)
-        syntax = self.format.syntax(context)
+        held = (
+            bare is None
+            and self._t.c_close is not None
+            and (provisional or not self.stream_arguments)
+        )
+        syntax = (bare or self.format.syntax)(context)
         self._call = _Call(syntax, form, resume, before, provisional=provisional, held=held)
-        self._state = State.CALL
+        return _DONE
 
     def _stream(self, out: list[Event]) -> None:
         """Streaming mode: emit the name once declared, then argument fragments."""
@@ -874,25 +990,30 @@ class Parser:
             return False
         return self.tools.parallel or self._calls == 0
 
-    def _end_call(self, out: list[Event], *, closed: bool) -> None:
+    def _end_call(self, out: list[Event], *, closed: bool) -> Outcome:
         """The body ended (closed by its delimiter, or not). Commit or release it; a
         body that ended on a list separator is followed by the next at once."""
         call = self._call
         assert call is not None
         self._call = None
-        self._state = State.SECTION if self._section is not None else State.CONTENT
         if self._anchor is not None:
             self._anchor.line = True
-        self._settle(call, out, closed)
+        outcome = self._settle(call, out, closed)
         # `Chained` syntaxes say whether another body follows (getattr: a runtime
         # Protocol check costs more than the whole call on this path).
         if closed and getattr(call.syntax, "follows", False):
-            self._open_call("", out)
+            # The next body resumes where this one left the machine.
+            after = call.resume if outcome is _RELEASED else None
+            if after is None:
+                after = _SECTION if self._section is not None else _CONTENT
+            self._open_call("", out, resume=after)
+            return Outcome.FOLLOWED
+        return outcome
 
-    def _settle(self, call: _Call, out: list[Event], closed: bool) -> None:
+    def _settle(self, call: _Call, out: list[Event], closed: bool) -> Outcome:
         if self.tools.choice == "none":
             self._structural(out)
-            return  # tool markup is consumed: no call, and nothing of it in content
+            return Outcome.RETURNED  # tool markup is consumed: no call, nothing in content
         reason, arguments = call.verdict(
             self.tools, self._calls, closed=closed, cut=self._cut, anchored=self._anchor is not None
         )
@@ -900,14 +1021,15 @@ class Parser:
             call.end(reason, out)
             if reason and self.strict:
                 raise MalformedOutput(reason, text=self._literal_text(call.text()))
-            return
+            return Outcome.RETURNED
         if reason:
             self._release(call, reason, out)
-            return
+            return _RELEASED
         self._structural(out)
         index = self._calls
         self._calls += 1
         call.commit(index, self._call_id, arguments, out)
+        return Outcome.RETURNED
 
     def _release(self, call: _Call, reason: str, out: list[Event]) -> None:
         """A call that cannot be returned is content, every character of it (or, in its
@@ -920,9 +1042,7 @@ class Parser:
         if call.resume is State.SECTION and section is not None and not section.structural:
             section.held.append((text, False))  # decided with its section
             return
-        if call.resume is not State.SECTION:
-            self._state = call.resume
-        run = self._run_of(self._state)
+        run = self._run_of(call.resume)
         run.resume(call.before)
         run.add(text, out)
         if self._anchor is not None:
@@ -933,7 +1053,7 @@ class Parser:
         return text.translate(self._to_literal) if self._to_literal else text
 
 
-_Handler = Callable[[Parser, str, list[Event]], None]
+_Handler = Callable[[Parser, str, list[Event]], Outcome]
 
 #: Each `Action` of the transition table -> its handler.
 _HANDLERS: Mapping[Action, _Handler] = {
@@ -952,6 +1072,8 @@ _HANDLERS: Mapping[Action, _Handler] = {
     Action.ENTER_BODY: Parser._enter_body,
     Action.END_MESSAGE: Parser._end_message,
     Action.LINE_START: Parser._line_start,
+    Action.OPEN_BARE: Parser._open_bare,
+    Action.BODY_TEXT: Parser._body_text,
     Action.TEXT: Parser._text,
     Action.SECTION_MARKUP: Parser._section_markup,
     Action.SECTION_TEXT: Parser._section_mark,

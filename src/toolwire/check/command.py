@@ -1,7 +1,11 @@
 """The `toolwire check` subcommand: options in, report out, exit code from toolwire.
 
 Exit status: 0 when toolwire passes every case it ran, 1 when it fails any (peers'
-failures are findings, not errors), 2 on usage errors (from the main CLI).
+failures are findings, not errors), 2 on usage errors (from the main CLI), among them
+a run in which nothing ran (every format skipped, each one's reason said).
+
+`--tokenizer PATH` checks a user's own model: its tokenizer folder (or file) and its
+chat template, for the formats named with `--format`, or the one detected from it.
 
 Implementations beyond toolwire's own, and format setups beyond the default, come
 from modules named by `--impls-from MODULE`: each is imported (the working directory
@@ -18,11 +22,13 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from toolwire import formats
 from toolwire.check.cases import GROUPS
 from toolwire.check.impls import IMPLS
 from toolwire.check.report import markdown, write_report
 from toolwire.check.run import CheckOptions, run_check
 from toolwire.errors import UsageError
+from toolwire.tokenizer import load_tokenizer
 
 __all__ = ["add_check_parser", "default_data"]
 
@@ -66,6 +72,8 @@ def _command(args: argparse.Namespace) -> list[str]:
         words += ["--seed", str(args.seed)]
     for case in args.case or []:
         words += ["--case", case]
+    if args.tokenizer:
+        words += ["--tokenizer", args.tokenizer]
     if args.report:
         words += ["--report", args.report]
     return words
@@ -73,7 +81,7 @@ def _command(args: argparse.Namespace) -> list[str]:
 
 def cmd_check(args: argparse.Namespace) -> int:
     data = Path(args.data) if args.data else default_data()
-    if not (data / "tokenizers").is_dir():
+    if args.tokenizer is None and not (data / "tokenizers").is_dir():
         raise UsageError(
             f"{data}: no tokenizers/ folder; pass --data DIR or set TOOLWIRE_TEST_DATA"
         )
@@ -85,10 +93,15 @@ def cmd_check(args: argparse.Namespace) -> int:
             "registered by a module named with --impls-from, e.g. `--impls-from peers` "
             "in the repository)"
         )
+    tokenizer = _user_tokenizer(args.tokenizer)
+    chosen = args.format or []
+    if tokenizer is not None and not chosen:
+        chosen = [_detected(tokenizer)]
     options = CheckOptions(
         data=data,
         impls=args.impl or ["toolwire"],
-        formats=args.format or [],
+        formats=chosen,
+        tokenizer_path=tokenizer,
         groups=args.cases,
         bfcl=Path(args.bfcl) if args.bfcl else None,
         limit=args.limit,
@@ -97,12 +110,38 @@ def cmd_check(args: argparse.Namespace) -> int:
         jobs=args.jobs,
     )
     results = run_check(options, progress=lambda line: print(line, file=sys.stderr))
+    if not results.results:
+        skipped = results.skipped.items()
+        why = "; ".join(f"{impl} {fmt}: {reason}" for (impl, fmt), reason in skipped)
+        raise UsageError(
+            f"nothing was run ({why or 'no cases'}); point the check at a tokenizer folder "
+            "with --tokenizer PATH (a model's tokenizer.json and tokenizer_config.json), "
+            "or register format setups with --impls-from (`--impls-from peers` in the "
+            "repository)"
+        )
     command = _command(args)
     if args.report:
         for path in write_report(results, Path(args.report), command):
             print(f"wrote {path}", file=sys.stderr)
     print(markdown(results, command))
     return 1 if results.failures("toolwire") else 0
+
+
+def _user_tokenizer(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value).expanduser().resolve()
+    if not path.exists():
+        raise UsageError(f"--tokenizer {value}: no such folder or file")
+    return path
+
+
+def _detected(path: Path) -> str:
+    """The format `path`'s chat template and vocabulary point to (`--format` unset)."""
+    found = formats.detect(load_tokenizer(path))
+    if found.format is None:
+        raise UsageError(f"--tokenizer {path}: {found.reason}; name the format with --format")
+    return found.format.name
 
 
 def add_check_parser(sub: Any) -> None:
@@ -126,6 +165,12 @@ def add_check_parser(sub: Any) -> None:
     )
     p.add_argument("--report", help="folder for conformance.md/.json/.png")
     p.add_argument("--data", help="shared data folder (tokenizers/, corpora/)")
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="your model's tokenizer folder (or file), with its own chat template, for "
+        "every format checked; the format is detected from it when --format is not given",
+    )
     p.add_argument("--bfcl", help="folder of BFCL-format files (default: bfcl-eval or data)")
     p.add_argument("--limit", type=int, default=40, help="BFCL entries per category")
     p.add_argument("--seed", type=int, default=0)

@@ -334,13 +334,15 @@ def write_report(
     data.write_text(json.dumps(_dump(results), ensure_ascii=False, indent=1), encoding="utf-8")
     written = [md, data]
     note = ""
-    if find_spec("matplotlib") is not None:
+    if results.results and find_spec("matplotlib") is not None:
         from toolwire.check.chart import draw
 
         draw(data, png)
         written.append(png)
     if png in written:
         note = "\n![defects per implementation and format](conformance.png)\n"
+    elif not results.results:
+        note = "\n(No chart: nothing was run.)\n"
     else:
         note = "\n(No chart: install matplotlib, e.g. `pip install 'toolwire[check]'`.)\n"
     md.write_text(markdown(results, command) + note, encoding="utf-8")

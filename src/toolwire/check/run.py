@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from toolwire import formats
@@ -25,8 +25,8 @@ from toolwire.check.corpus import CATEGORIES, BfclCase, bfcl_folder, load_bfcl
 from toolwire.check.prompts import Prompter, stop_ids
 from toolwire.check.properties import Outcome, Verdict, judge, policy_outcome
 from toolwire.check.setup import load, setup_for
-from toolwire.errors import UsageError
-from toolwire.tokenizer import Tokenizer
+from toolwire.errors import ToolwireError, UsageError
+from toolwire.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = ["CaseResult", "CheckOptions", "CheckResults", "run_check"]
 
@@ -48,6 +48,9 @@ class CheckOptions:
     jobs: int = 1
     #: format name -> tokenizer, overriding the setups' (a test suite's own cache).
     tokenizer: Callable[[str], Tokenizer] | None = None
+    #: A tokenizer folder or file (a user's model) for every format, with its own
+    #: chat template, in place of the setups' tokenizers and templates.
+    tokenizer_path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -125,12 +128,16 @@ def _format(
     out = CheckResults()
     fmt = formats.get(name)
     prof = setup_for(name)
+    if options.tokenizer_path is not None:
+        prof = replace(prof, tokenizer=str(options.tokenizer_path), template=None)
     try:
-        if options.tokenizer is not None:
+        if options.tokenizer_path is not None:
+            tok = load_tokenizer(options.tokenizer_path)
+        elif options.tokenizer is not None:
             tok = options.tokenizer(name)
         else:
             tok = load(prof.tokenizer, options.data)
-    except (UsageError, OSError) as exc:
+    except (ToolwireError, OSError) as exc:
         for skipped in options.impls:
             out.skipped[(skipped, name)] = f"no tokenizer: {exc}"
         return out

@@ -34,5 +34,7 @@ DEEPSEEK_V4 = register(
         name="deepseek_v4",
         render=render,
         section=(f"<{DSML}tool_calls>", f"</{DSML}tool_calls>"),
+        # The DSML block ends reasoning (vLLM's deepseek_v4 parser engine).
+        calls_in_reasoning=True,
     )
 )

@@ -6,7 +6,13 @@ from dataclasses import dataclass
 
 from toolwire.formats.spec import Format
 
-__all__ = ["Detection"]
+__all__ = ["REVISIONS", "Detection"]
+
+#: format -> the format of its family it revises and whose calls it reads, with the
+#: same tokens: where only a vocabulary is known (no template), the revision is the
+#: answer. DeepSeek V4 writes V3.2's DSML invocations in a `tool_calls` wrapper and
+#: reads V3.2's calls (an invocation outside its wrapper is provisional).
+REVISIONS: dict[str, str] = {"deepseek_v4": "deepseek_v32"}
 
 
 @dataclass(frozen=True)

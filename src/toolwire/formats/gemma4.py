@@ -63,6 +63,9 @@ GEMMA4 = register(
         reasoning=REASONING,
         marks=(QUOTE,),
         render_text=render_text,
+        # A call may follow the thought channel without its close (vLLM's Gemma 4
+        # parser engine: a tool call directly from reasoning).
+        calls_in_reasoning=True,
         # Token level: values element by element (`grammar.gemma_values`), so `<|"|>` is
         # its id; text level: XGrammar's `gemma` style.
         grammar=Shape(head="call:{name}", style="gemma", separator="", sort_keys=True),

@@ -79,6 +79,8 @@ GPT_OSS = register(
             marks=("<|constrain|>",),
             route=route,
         ),
+        # A call is its own message: its header ends the analysis message before it.
+        calls_in_reasoning=True,
         # The headers `route` reads, as XGrammar's built-in harmony template writes them.
         grammar=HeaderShape(
             start="<|start|>assistant",

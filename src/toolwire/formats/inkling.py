@@ -75,6 +75,8 @@ INKLING = register(
         render_text=render_text,
         reasoning=(THINKING, END),
         more_reasoning=((THINKING, TEXT),),
+        # Blocks: an invoke block begins a new message, ending a thinking one.
+        calls_in_reasoning=True,
         # Calls follow each other without the `<|message_model|>` the model writes
         # between blocks (a dropped special token to the parser).
         grammar=Shape(

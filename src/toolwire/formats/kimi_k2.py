@@ -62,6 +62,9 @@ KIMI_K2 = register(
         more_reasoning=(("◁think▷", "◁/think▷"),),
         section=SECTION,
         marks=(ARGUMENTS,),
+        # Kimi K2 writes its tool section without closing `<think>` (vLLM's K2 and K2.5
+        # reasoning parsers end reasoning at the section and call tokens).
+        calls_in_reasoning=True,
         grammar=Shape(head=f"functions.{{name}}:{{index}}{ARGUMENTS}", separator=""),
     )
 )

@@ -139,6 +139,8 @@ KIMI_K3 = register(
         section=SECTION,
         # Longest first: `Tags.resolve` replaces each mark's text in this order.
         marks=(ARGUMENT[1], ARGUMENT[0], SEP),
+        # Channels: a `tools` channel opens as the think channel does, ending it.
+        calls_in_reasoning=True,
         # Arguments element by element at either level (`style` "params": no XGrammar
         # style writes them); `types`: the schema's type -> K3's `type` attribute.
         grammar=Shape(

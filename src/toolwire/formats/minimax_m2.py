@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
+from toolwire.formats.spec import Bare, CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 SECTION = ("<minimax:tool_call>", "</minimax:tool_call>")
@@ -60,6 +60,11 @@ MINIMAX_M2 = register(
         reasoning=("<think>", "</think>"),
         section=SECTION,
         loose_calls=False,
+        # An `<invoke>` without its section (a body that ends itself at `</invoke>`).
+        bare=Bare('<invoke name="', syntax),
+        # Interleaved thinking: vLLM's MiniMax parser engine lets a tool call begin
+        # while still inside `<think>`.
+        calls_in_reasoning=True,
         # The call has no closing delimiter: its body ends itself at `</invoke>`.
         grammar=Shape(
             head='{name}">', tail="</invoke>", style="minimax_xml", section_text=("\n", "\n")

@@ -81,6 +81,7 @@ MINIMAX_M3 = register(
         section=SECTION,
         # The call's end, read by the body (its form gives the body the token's form).
         marks=(INVOKE_END,),
+        calls_in_reasoning=True,  # as MiniMax M2 (vLLM's MiniMax parser engines)
         # Parameters as nested elements, each tag after the namespace token; the body
         # ends itself with the namespaced `</invoke>`.
         grammar=Shape(

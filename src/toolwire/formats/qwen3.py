@@ -22,4 +22,8 @@ from dataclasses import replace
 from toolwire.formats import register
 from toolwire.formats.hermes import HERMES
 
-QWEN3 = register(replace(HERMES, name="qwen3", reasoning=("<think>", "</think>")))
+# Calls may begin inside unclosed reasoning: writing `<tool_call>` before `</think>` is a
+# known habit of Qwen3 models (vLLM's Qwen3 reasoning parser ends reasoning there).
+QWEN3 = register(
+    replace(HERMES, name="qwen3", reasoning=("<think>", "</think>"), calls_in_reasoning=True)
+)

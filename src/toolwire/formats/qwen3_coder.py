@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
+from toolwire.formats.spec import Bare, CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 TAGS = Tags(
@@ -56,6 +56,22 @@ def syntax(context: CallContext) -> TaggedParams:
     return TaggedParams(context, TAGS)
 
 
+#: What opens a body that stands alone (`<function=NAME>...</function>`, no wrapper).
+FUNCTION = TAGS.name[0]
+
+
+def bare_syntax(context: CallContext) -> TaggedParams:
+    """A body without `<tool_call>`: it ends itself at `</function>`."""
+    body = TaggedParams(context, TAGS, self_ending=True)
+    body.feed(FUNCTION)  # the opener is the body's own first tag
+    return body
+
+
+#: Models of the family write the body without its wrapper (vLLM's Qwen3 parser
+#: engine and Dynamo read `<function=` with no `<tool_call>` before it).
+BARE = Bare(FUNCTION, bare_syntax)
+
+
 QWEN3_CODER = register(
     Format(
         name="qwen3_coder",
@@ -63,6 +79,10 @@ QWEN3_CODER = register(
         syntax=syntax,
         render=render,
         reasoning=("<think>", "</think>"),
+        # Qwen3.5 writes `<tool_call>` before `</think>` (vLLM's Qwen3 parser: an
+        # implicit end of reasoning).
+        calls_in_reasoning=True,
+        bare=BARE,
         grammar=Shape(head="\n<function={name}>", tail="</function>\n", style="qwen_xml"),
     )
 )

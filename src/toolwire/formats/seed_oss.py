@@ -21,7 +21,8 @@ that id, so the format is gated and a `<seed:tool_call>` spelled from sub-words 
 tool result is text. Not special means only that a decoder skipping special tokens
 keeps their text (why vLLM can parse them from text at all) and that
 `tokenizer.special_ids` does not hold them; toolwire reads ids, so neither matters
-here. The budget notes' tokens are markup: dropped, their text kept in reasoning.
+here. The budget notes' tokens, added and not special, are text (in reasoning, where
+the model writes them), as every such token is.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 from functools import partial
 
 from toolwire.formats import register
-from toolwire.formats.qwen3_coder import QWEN3_CODER, render
+from toolwire.formats.qwen3_coder import BARE, QWEN3_CODER, render
 from toolwire.formats.qwen3_coder import syntax as qwen3_coder_syntax
 from toolwire.formats.spec import Format
 
@@ -42,6 +43,7 @@ SEED_OSS = register(
         syntax=qwen3_coder_syntax,
         render=partial(render, call=CALL),
         reasoning=("<seed:think>", "</seed:think>"),
+        bare=BARE,  # the same body, standing alone
         grammar=QWEN3_CODER.grammar,
     )
 )

@@ -44,6 +44,7 @@ from toolwire.syntax.protocol import CallContext, CallSyntax, Chained, Reject
 __all__ = [
     "Anchor",
     "AnchoredShape",
+    "Bare",
     "CallContext",
     "CallSyntax",
     "Chained",
@@ -104,6 +105,22 @@ class Anchor:
 
 
 @dataclass(frozen=True)
+class Bare:
+    """A call body that may stand alone, without the call's delimiters (models omit
+    the wrapper: Qwen3-Coder's `<function=NAME>...</function>` with no `<tool_call>`).
+
+    It begins with `opener` and ends itself. Such a call is provisional: held, and
+    returned only once its body ended and it names a declared tool; otherwise every
+    character is content. `opener` is text, so the parser recovers such bodies only
+    when asked to (`Parser(bare_calls=True)`, which is then not gated).
+    """
+
+    opener: str
+    #: Builds the syntax of a standalone body, fed what follows `opener`.
+    syntax: Callable[[CallContext], CallSyntax]
+
+
+@dataclass(frozen=True)
 class Format:
     """A model family's output format, as data."""
 
@@ -124,6 +141,15 @@ class Format:
     #: may then be plain text, as MiniMax's `<invoke name="`); True when a call may also
     #: stand alone, provisionally (models that omit the wrapper).
     loose_calls: bool = True
+    #: Whether a call may begin inside reasoning that has not closed (the call then
+    #: ends it), as the family's models are documented to write. False: reasoning
+    #: runs to its close, and a call's or section's delimiter inside it is reasoning
+    #: text (a quoted call), as the family's templates write calls after it. Formats
+    #: whose calls are messages of their own (harmony's headers, Inkling's blocks)
+    #: set True: the call's header or block ends the reasoning message.
+    calls_in_reasoning: bool = False
+    #: A call body that may stand alone, or None.
+    bare: Bare | None = None
     #: Further (open, close) reasoning pairs the model may use instead of `reasoning`
     #: (Kimi's `◁think▷`...`◁/think▷`); any close ends reasoning, however it opened.
     more_reasoning: tuple[tuple[str, str], ...] = ()

@@ -5,13 +5,22 @@ Data flow::
     messages, tools, --messages.prepare()--> the data a template reads (checked:
     template_kwargs                          JSON data, depth, no lone surrogates;
                                              kwargs the template never reads dropped)
-                    --template.render()---> prompt text (Hugging Face semantics)
-                    --isolate.isolate()---> prompt ids; added-token text from the
-                                            request (kwargs' values included) spelled
-                                            from ordinary sub-words
+                    --accepts.fit()-------> instructions (system, developer) where the
+                                            template takes them, every message with
+                                            its content
+                    --call_ids.renumber()-> Kimi's `functions.NAME:IDX` call ids, the
+                                            same for a call and its result
+                    --isolate.isolate()---> delimiter text in the request (kwargs'
+                                            values included) hidden from the template
+                                            behind placeholders;
+                      template.render()     prompt text (Hugging Face semantics), the
+                                            placeholders restored;
+                                            prompt ids, that text spelled from
+                                            ordinary sub-words
                     --reasoning-----------> does the prompt end inside reasoning?
 
 `render_prompt` is the one entry point; `Prompt` is its result. With `isolate=False`
+the template sees the request as it is (it may act on delimiter text in content) and
 the ids are the tokenizer's plain encoding of the text, as `transformers`'
 `apply_chat_template(..., tokenize=True)` gives them.
 """
@@ -28,11 +37,20 @@ from typing import Any
 
 from toolwire.errors import PromptError, UsageError
 from toolwire.formats import get as get_format
-from toolwire.prompt.isolate import Source
+from toolwire.prompt.accepts import accepts, fit
+from toolwire.prompt.call_ids import numbering, renumber
+from toolwire.prompt.isolate import encode as plain_ids
 from toolwire.prompt.isolate import isolate as isolate_ids
-from toolwire.prompt.messages import plain, prepare, where
+from toolwire.prompt.messages import plain, prepare
 from toolwire.prompt.reasoning import ends_in_reasoning
-from toolwire.prompt.template import iterates_content, render, variables_read
+from toolwire.prompt.sandbox import MAX_RENDER_CHARS
+from toolwire.prompt.template import (
+    control_strings,
+    is_markup,
+    iterates_content,
+    render,
+    variables_read,
+)
 from toolwire.tokenizer import Tokenizer
 
 __all__ = ["Prompt", "render_prompt"]
@@ -79,6 +97,7 @@ def render_prompt(
     template_kwargs: Mapping[str, Any] | None = None,
     max_prompt_tokens: int | None = None,
     special_tokens: Mapping[str, str] | None = None,
+    max_render_chars: int | None = None,
 ) -> Prompt:
     """Render `messages` (OpenAI shapes) with the model's chat template into prompt ids.
 
@@ -90,6 +109,9 @@ def render_prompt(
     `max_prompt_tokens`: a longer prompt raises `PromptError`. `special_tokens`: the
     tokenizer's named tokens (`bos_token`, `eos_token`, ...) where its config lacks
     them; trusted like the config: the template writes them as their ids.
+    `max_render_chars`: the longest text the template may build (default
+    `sandbox.MAX_RENDER_CHARS`); a template that would build more raises `PromptError`
+    before it allocates it.
     """
     if not isinstance(tokenizer, Tokenizer):
         raise UsageError(
@@ -110,6 +132,15 @@ def render_prompt(
                 f"special_tokens takes {', '.join(_SPECIAL_TOKENS)} as strings, got {key!r}"
             )
         specials[key] = value
+    taken = accepts(source, specials)
+    prepared = fit(prepared, taken)
+    scheme = numbering(source, specials, taken)
+    if scheme.own or (format is not None and get_format(format).name == "kimi_k2"):
+        renumber(prepared, scheme)
+
+    limit = MAX_RENDER_CHARS if max_render_chars is None else max_render_chars
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise UsageError(f"max_render_chars must be a positive integer, got {limit!r}")
 
     def render_with(data: list[Any]) -> str:
         # A fresh copy per render: templates may mutate what they are given.
@@ -120,28 +151,39 @@ def render_prompt(
             tools=marked_tools,
             add_generation_prompt=add_generation_prompt,
             variables={**specials, **dict(zip(kwargs, marked_kwargs, strict=True))},
+            max_chars=limit,
         )
 
-    # Every string of the request is a source, template kwargs' values included: a
-    # client's kwarg is request data like message content (only their names, which
-    # the template reads, are not marked).
-    sources: list[Source] = [(where(i, m), m) for i, m in enumerate(prepared)]
-    sources.append(("tools", tool_data))
-    sources.append(("template_kwargs", list(kwargs.values())))
-    text = render_with([data for _, data in sources])
+    # Every string of the request is hidden from the template where it holds delimiter
+    # text, template kwargs' values included: a client's kwarg is request data like
+    # message content (only their names, which the template reads, are not).
+    data: list[Any] = [*prepared, tool_data, list(kwargs.values())]
+    content: list[tuple[int, int]] = []
+    if isolate:
+        controls = _controls(source, format, delimiters)
+        reserved = (source, *specials.values())
+        text, ids, content = isolate_ids(
+            tokenizer, data, render_with, controls=controls, reserved=reserved
+        )
+    else:
+        text = render_with(data)
+        ids = plain_ids(tokenizer, text)
     if _SURROGATE.search(text):
         raise PromptError("the chat template wrote a lone surrogate, which is not text")
-    if isolate:
-        ids, content = isolate_ids(tokenizer, text, sources, render_with)
-    else:
-        encoding = tokenizer.backend.encode_batch([text], add_special_tokens=False)[0]
-        ids, content = list(encoding.ids), []  # encode_batch releases the GIL
     if max_prompt_tokens is not None and len(ids) > max_prompt_tokens:
         raise PromptError(
             f"the prompt is {len(ids)} tokens, more than max_prompt_tokens={max_prompt_tokens}; "
             f"shorten the conversation by at least {len(ids) - max_prompt_tokens} tokens"
         )
     return Prompt(ids=ids, text=text, in_reasoning=ends_in_reasoning(text, delimiters, content))
+
+
+def _controls(source: str, format: str | None, reasoning: tuple[str, str] | None) -> frozenset[str]:
+    """Markup the template must not find in request text: what it searches content
+    for, and the format's delimiters (which may not be tokens of this vocabulary)."""
+    named = get_format(format).delimiters if format is not None else ()
+    own = {d for d in (*named, *(reasoning or ())) if is_markup(d)}
+    return control_strings(source) | own
 
 
 def _template_kwargs(given: Mapping[str, Any] | None, read: frozenset[str]) -> dict[str, Any]:

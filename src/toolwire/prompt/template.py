@@ -17,8 +17,13 @@ immutable sandbox refuses to render them. Attribute access is still sandboxed (n
 dunders, no unsafe callables), and the template only ever sees a private copy of the
 request, so a mutation cannot reach the caller's objects.
 
-A template that fails (`raise_exception`, a syntax error, a sandbox violation) raises
-`PromptError` with the template's own message.
+The sandbox is also bounded (`sandbox.BoundedSandbox`): a template cannot build a
+string, a list or an output longer than the render's budget (`max_chars`), checked
+before each operation that could grow one, so `{{ 'a' * 10**9 }}` is refused without
+allocating it.
+
+A template that fails (`raise_exception`, a syntax error, a sandbox violation, a
+bound) raises `PromptError` with the template's own message.
 """
 
 from __future__ import annotations
@@ -35,11 +40,19 @@ import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
 import jinja2.utils
-from jinja2.sandbox import SandboxedEnvironment
 
 from toolwire.errors import PromptError
+from toolwire.prompt.isolate import json_forms
+from toolwire.prompt.sandbox import MAX_RENDER_CHARS, BoundedSandbox, TooLarge, budget
 
-__all__ = ["compile_template", "iterates_content", "render", "variables_read"]
+__all__ = [
+    "compile_template",
+    "control_strings",
+    "is_markup",
+    "iterates_content",
+    "render",
+    "variables_read",
+]
 
 
 def _raise_exception(message: str) -> None:
@@ -53,9 +66,10 @@ def _tojson(
     separators: tuple[str, str] | None = None,
     sort_keys: bool = False,
 ) -> str:
-    return json.dumps(
+    dumped = json.dumps(
         value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
     )
+    return json_forms(dumped, ensure_ascii)
 
 
 def _strftime_now(fmt: str) -> str:
@@ -109,8 +123,8 @@ class _Generation(jinja2.ext.Extension):
         return str(caller())
 
 
-def _environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(
+def _environment() -> BoundedSandbox:
+    env = BoundedSandbox(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[_Generation, jinja2.ext.loopcontrols],
@@ -120,6 +134,7 @@ def _environment() -> SandboxedEnvironment:
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _Namespace
+    env.bound_filters()
     return env
 
 
@@ -179,8 +194,10 @@ def render(
     tools: list[Any] | None,
     add_generation_prompt: bool,
     variables: Mapping[str, Any],
+    max_chars: int = MAX_RENDER_CHARS,
 ) -> str:
-    """Render one conversation; template failures become `PromptError`."""
+    """Render one conversation; template failures become `PromptError`, and so does a
+    template that would build more than `max_chars` characters (`sandbox`)."""
     template = compile_template(source)
     context = {
         **variables,
@@ -190,7 +207,10 @@ def render(
         "add_generation_prompt": add_generation_prompt,
     }
     try:
-        return template.render(**context)
+        with budget(max_chars):
+            return template.render(**context)
+    except TooLarge as exc:
+        raise PromptError(f"{exc}; the prompt is refused before it is built") from exc
     except jinja2.exceptions.TemplateError as exc:
         raise PromptError(f"the chat template refused this request: {exc}") from exc
     except Exception as exc:
@@ -212,3 +232,47 @@ def variables_read(source: str) -> frozenset[str]:
     setting them itself, less what `render` provides (messages, tools, functions)."""
     compile_template(source)  # a syntax error is a PromptError
     return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source))) - _RESERVED
+
+
+#: String methods whose argument is text the template looks for in a value.
+_SEARCHES = frozenset(
+    {
+        "split", "rsplit", "startswith", "endswith", "replace", "find", "rfind", "index",
+        "rindex", "count", "partition", "rpartition", "strip", "lstrip", "rstrip",
+        "removeprefix", "removesuffix",
+    }
+)  # fmt: skip
+_MARKUP = frozenset("<>[]|")
+
+
+def is_markup(text: str) -> bool:
+    """True for text shaped like a control string (`</think>`, `[TOOL_CALLS]`): three
+    characters or more, with a bracket or bar and a letter. Plain words and bare
+    punctuation (`json`, `/nothink`, `{`) are not."""
+    return len(text) >= 3 and not _MARKUP.isdisjoint(text) and any(c.isalpha() for c in text)
+
+
+@lru_cache(maxsize=32)
+def control_strings(source: str) -> frozenset[str]:
+    """The markup the template searches values for: the markup-shaped constants given
+    to a string search (`content.split('</think>')`, `.startswith('<tool_response>')`,
+    `|replace('<think>', '')`) or tested with `in` (`'</think>' in content`)."""
+    compile_template(source)  # a syntax error is a PromptError
+    tree = _ENV.parse(source)
+    found: set[str] = set()
+    for call in tree.find_all(jinja2.nodes.Call):
+        if isinstance(call.node, jinja2.nodes.Getattr) and call.node.attr in _SEARCHES:
+            found.update(_constants(call.args))
+    for filt in tree.find_all(jinja2.nodes.Filter):
+        if filt.name == "replace":
+            found.update(_constants(filt.args))
+    for compare in tree.find_all(jinja2.nodes.Compare):
+        if any(op.op in ("in", "notin") for op in compare.ops):
+            found.update(_constants([compare.expr]))
+    return frozenset(t for t in found if is_markup(t))
+
+
+def _constants(nodes: list[jinja2.nodes.Expr]) -> list[str]:
+    return [
+        n.value for n in nodes if isinstance(n, jinja2.nodes.Const) and isinstance(n.value, str)
+    ]

@@ -10,9 +10,9 @@ from fastapi import FastAPI
 from toolwire.backends.base import Engine
 from toolwire.server.app import create_app, startup_warnings
 from toolwire.server.config import ServerConfig
+from toolwire.server.core.grammars import GrammarSettings
+from toolwire.server.core.pipeline import Limits, warm_up
 from toolwire.server.engines import build_engine
-from toolwire.server.grammars import GrammarSettings
-from toolwire.server.pipeline import Limits, warm_up
 
 __all__ = ["build_app", "grammar_from", "limits_from", "prepare", "serve"]
 

@@ -54,6 +54,7 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
 from toolwire import formats
 from toolwire.events import Content, Event, Reasoning, ToolCallArguments, ToolCallBegin
+from toolwire.integrations.vllm.chat import MODE
 from toolwire.integrations.vllm.request import (
     RequestParse,
     bridge_tokenizer,
@@ -66,7 +67,15 @@ from toolwire.integrations.vllm.request import (
 from toolwire.message import Message
 from toolwire.parser import Parser
 
-__all__ = ["PREFIX", "ToolwireParser", "ToolwireToolParser", "parser_names", "register"]
+__all__ = [
+    "PREFIX",
+    "ToolwireParser",
+    "ToolwireToolParser",
+    "parser_names",
+    "register",
+    "register_all",
+    "register_renderer",
+]
 
 logger = init_logger(__name__)
 
@@ -357,3 +366,38 @@ def register() -> None:
             {"tool_parser_cls": tool_cls, "__module__": __name__},
         )
     _hook_parser_manager()
+
+
+def register_renderer() -> None:
+    """Register `--tokenizer-mode toolwire`: vLLM's Hugging Face tokenizer under it, and
+    `ToolwireRenderer` as its renderer (both by module and class name, imported when
+    vLLM builds the renderer; idempotent)."""
+    from vllm.renderers.registry import RENDERER_REGISTRY
+    from vllm.tokenizers.registry import TokenizerRegistry
+
+    if TokenizerRegistry.tokenizers.get(MODE) != _HF_TOKENIZER:
+        TokenizerRegistry.register(MODE, *_HF_TOKENIZER)
+    if RENDERER_REGISTRY.renderers.get(MODE) != _RENDERER:
+        RENDERER_REGISTRY.register(MODE, *_RENDERER)
+
+
+#: (module, class) of what `--tokenizer-mode toolwire` loads.
+_HF_TOKENIZER = ("vllm.tokenizers.hf", "CachedHfTokenizer")
+_RENDERER = ("toolwire.integrations.vllm.renderer", "ToolwireRenderer")
+
+
+def register_all() -> None:
+    """vLLM's `vllm.general_plugins` entry point (`toolwire`), run in every vLLM process:
+    the `toolwire_<format>` tool parsers (output side) and `--tokenizer-mode toolwire`
+    (input side).
+
+    vLLM does not guard a general plugin's call, so a failure here is logged, never
+    raised: a vLLM that does not use toolwire must still start. One that names
+    `toolwire_*` or `--tokenizer-mode toolwire` then fails on the unknown name, after
+    this warning.
+    """
+    try:
+        register()
+        register_renderer()
+    except Exception:
+        logger.exception("toolwire's vLLM plugin could not register its parsers and renderer")

@@ -2,7 +2,8 @@
 
 Data flow (one chat request in a vLLM server started with the plugin)::
 
-    vLLM's tokenizer --bridge_tokenizer()--> toolwire Tokenizer (once per process)
+    vLLM's tokenizer --bridge_tokenizer()--> toolwire Tokenizer over a copy of vLLM's
+                                             own backend (once per tokenizer object)
     request.tools / tool_choice (vLLM's pydantic objects)
         --openai_tools(), openai_tool_choice()--> OpenAI dicts
         --structural_tag_for()--> the XGrammar tag `toolwire serve` would send
@@ -16,6 +17,7 @@ Nothing here imports vLLM; `plugin` turns events into vLLM's objects.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,7 +31,7 @@ from toolwire.events import Event
 from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
 from toolwire.grammar.policy import loosen
 from toolwire.parser import Parser
-from toolwire.tokenizer import HuggingFaceTokenizer, Tokenizer, load_tokenizer
+from toolwire.tokenizer import HuggingFaceTokenizer, Tokenizer
 
 __all__ = [
     "RequestParse",
@@ -52,41 +54,56 @@ _BRIDGED: dict[int, tuple[Any, Tokenizer]] = {}
 def bridge_tokenizer(vllm_tokenizer: Any) -> Tokenizer:
     """toolwire's view of the vocabulary vLLM serves (built once per tokenizer object).
 
-    A local model folder is read the way `load_tokenizer` reads it (tokenizer.json,
-    tokenizer_config.json, chat template); otherwise a copy of the fast tokenizer's
-    `tokenizers` backend is used, so toolwire never changes vLLM's own object.
+    The tokenizer is a copy of vLLM's own fast tokenizer's `tokenizers` backend, as
+    transformers built it (transformers may rebuild a checkpoint's pre-tokenizer and
+    decoder from its tokenizer class), so toolwire encodes and decodes exactly as vLLM
+    does; toolwire never changes vLLM's object. The named tokens and added-token flags
+    come from the model folder's tokenizer_config.json when the model is local, else
+    from vLLM's tokenizer.
     """
     key = id(vllm_tokenizer)
     with _LOCK:
         hit = _BRIDGED.get(key)
         if hit is not None and hit[0] is vllm_tokenizer:
             return hit[1]
+    backend = getattr(vllm_tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise UsageError(
+            f"toolwire needs a Hugging Face fast tokenizer (tokenizer.json); vLLM "
+            f"serves {type(vllm_tokenizer).__name__}"
+        )
     name = str(getattr(vllm_tokenizer, "name_or_path", "") or "")
-    folder = Path(name) if name else None
-    if folder is not None and folder.is_dir() and (folder / "tokenizer.json").is_file():
-        tok = load_tokenizer(folder)
-    else:
-        backend = getattr(vllm_tokenizer, "backend_tokenizer", None)
-        if backend is None:
-            raise UsageError(
-                f"toolwire needs a Hugging Face fast tokenizer (tokenizer.json); vLLM "
-                f"serves {type(vllm_tokenizer).__name__}"
-            )
+    config = _folder_config(Path(name)) if name else None
+    if config is None:
         config = {
             key: value
             for key in ("bos_token", "eos_token", "pad_token", "unk_token")
             if isinstance(value := getattr(vllm_tokenizer, key, None), str)
         }
-        template = getattr(vllm_tokenizer, "chat_template", None)
-        tok = HuggingFaceTokenizer(
-            _Backend.from_str(backend.to_str()),
-            config,
-            chat_template=template if isinstance(template, str) else None,
-            name=name,
-        )
+    template = getattr(vllm_tokenizer, "chat_template", None)
+    tok = HuggingFaceTokenizer(
+        _Backend.from_str(backend.to_str()),
+        config,
+        chat_template=template if isinstance(template, str) else None,
+        name=name,
+    )
     with _LOCK:
         _BRIDGED[key] = (vllm_tokenizer, tok)
     return tok
+
+
+def _folder_config(folder: Path) -> dict[str, Any] | None:
+    """A local model folder's tokenizer_config.json (None: not a local folder, or none)."""
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the tokenizer config ({exc})") from exc
+    if not isinstance(config, dict):
+        raise UsageError(f"{path}: the tokenizer config is not a JSON object")
+    return config
 
 
 def _plain(value: Any) -> Any:

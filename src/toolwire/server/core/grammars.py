@@ -47,7 +47,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from toolwire.backends.base import Engine
-from toolwire.server.pipeline import Plan
+from toolwire.server.core.pipeline import Plan
 
 __all__ = ["CompiledCache", "GrammarService", "GrammarSettings"]
 

@@ -10,8 +10,8 @@ Data flow::
                                 --StopMatcher--> events cut at a stop string
                                 --> Step(events[, finish_reason | error])
 
-This module is the stream boundary every API shares (Chat Completions, and any other
-API that maps the same steps to its own chunks): API modules only format steps.
+This module is the stream boundary every API shares (`turn` runs it for each): API
+modules only format steps.
 
 Invariants:
 
@@ -28,6 +28,8 @@ Invariants:
   whether by completion, stop string, error, timeout or the client going away; the
   run's tokens are counted once, however it ended.
 * A request that declares no tools parses with `tools=[]`: no call can be returned.
+* Errors name the neutral request's fields (`messages`, `tools`, `response_format`);
+  each API's field table renames them to its own.
 """
 
 from __future__ import annotations
@@ -48,14 +50,13 @@ from toolwire.grammar.output import output_tag
 from toolwire.grammar.policy import loosen
 from toolwire.parser import Parser
 from toolwire.prompt import Prompt, render_prompt
-from toolwire.server.chunks import finish_reason
-from toolwire.server.errors import ApiError
-from toolwire.server.metrics import Metrics
-from toolwire.server.request import ChatRequest
-from toolwire.server.stops import StopMatcher
-from toolwire.server.watch import CallWatch
+from toolwire.server.core.errors import ApiError, failure
+from toolwire.server.core.metrics import Metrics
+from toolwire.server.core.request import ChatRequest
+from toolwire.server.core.stops import StopMatcher
+from toolwire.server.core.watch import CallWatch
 
-__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "failure", "plan", "warm_up"]
+__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "finish_reason", "plan", "warm_up"]
 
 log = logging.getLogger("toolwire.server")
 
@@ -103,14 +104,12 @@ class Step:
     error: ApiError | None = None
 
 
-def failure(exc: BaseException) -> ApiError:
-    """Any exception as the `ApiError` a client is told (a bug is a 500, logged)."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, EngineError):
-        return ApiError(exc.status, str(exc), type="engine_error")
-    log.error("request failed", exc_info=exc)
-    return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error")
+def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> str:
+    """Why the output ended, in OpenAI's words (each API maps them to its own):
+    'length' when cut, 'tool_calls' when calls were made, else 'stop'."""
+    if engine_reason == "length" and not stopped:
+        return "length"
+    return "tool_calls" if calls else "stop"
 
 
 def _render(engine: Engine, request: ChatRequest) -> Prompt:
@@ -218,6 +217,12 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
             f"The model {request.model!r} does not exist; this server serves {engine.model!r}",
             param="model",
             code="model_not_found",
+        )
+    if request.response_format is not None and request.tools and request.tool_choice != "none":
+        raise ApiError(
+            400,
+            "response_format cannot be combined with tools (unless tool_choice is 'none')",
+            param="response_format",
         )
     prompt = _render(engine, request)
     in_reasoning = bool(prompt.in_reasoning)

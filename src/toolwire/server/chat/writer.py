@@ -34,7 +34,7 @@ from toolwire.events import (
 )
 from toolwire.message import Message
 
-__all__ = ["ChunkWriter", "completion", "finish_reason", "usage"]
+__all__ = ["ChunkWriter", "completion", "usage"]
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
@@ -43,13 +43,6 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
-
-
-def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> str:
-    """OpenAI's finish_reason: 'length' when cut, 'tool_calls' when calls were made."""
-    if engine_reason == "length" and not stopped:
-        return "length"
-    return "tool_calls" if calls else "stop"
 
 
 def _delta(event: Event) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from toolwire.server.errors import ApiError
+from toolwire.server.core.errors import ApiError
 
 __all__ = ["ResponseStore", "Stored"]
 

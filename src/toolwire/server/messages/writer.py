@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolwire.events import Event
-from toolwire.server.segments import Closed, Grew, Opened, Segmenter
+from toolwire.server.core.segments import Closed, Grew, Opened, Segmenter
 
 __all__ = ["MessageWriter", "new_message_id", "stop_reason"]
 

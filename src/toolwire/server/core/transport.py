@@ -5,7 +5,7 @@ Data flow of one request::
     ASGI body --read_json()--> a JSON value (413 past the size bound, 400 if not JSON)
     ChoiceRun.start() ... (the engine accepted the request)
     streaming:      ChoiceRun.steps() --Framer--> bytes --stream()--> the response body
-    non-streaming:  unless_disconnected(ChoiceRun.collect()) --> one JSON body
+    non-streaming:  unless_disconnected(ChoiceRun.collect()) --Framer.whole()--> one JSON body
 
 Invariants:
 
@@ -27,9 +27,10 @@ from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
 
-from toolwire.server.errors import ApiError
-from toolwire.server.metrics import Metrics
-from toolwire.server.pipeline import ChoiceRun, Step, failure
+from toolwire.events import Event
+from toolwire.server.core.errors import ApiError, failure
+from toolwire.server.core.metrics import Metrics
+from toolwire.server.core.pipeline import ChoiceRun, Step
 
 __all__ = ["ClientGone", "Framer", "read_json", "sse", "stream", "unless_disconnected"]
 
@@ -104,7 +105,11 @@ async def unless_disconnected(http: Request, work: Awaitable[T]) -> T:
 
 
 class Framer(Protocol):
-    """How one API writes a run's steps on the wire (Chat Completions: `ChatFramer`)."""
+    """How one API writes one run: as SSE while it streams, or whole as one JSON body.
+
+    One framer per request, over the API's event writer, so a streamed answer and a
+    whole one are built by the same code.
+    """
 
     def opening(self) -> Iterable[bytes]:
         """Sent once the engine accepted the request (Chat Completions: the role)."""
@@ -120,6 +125,10 @@ class Framer(Protocol):
 
     def closing(self) -> Iterable[bytes]:
         """The last bytes of every stream, whatever happened (`data: [DONE]`)."""
+        ...
+
+    def whole(self, events: list[Event]) -> dict[str, Any]:
+        """The non-streamed answer: all events of the finished run, as one JSON body."""
         ...
 
 

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolwire.events import Event
-from toolwire.server.responses_request import ResponsesRequest
-from toolwire.server.segments import Closed, Grew, Opened, Segmenter
+from toolwire.server.core.segments import Closed, Grew, Opened, Segmenter
+from toolwire.server.responses.request import ResponsesRequest
 
 __all__ = ["ResponseWriter", "new_id", "output_items"]
 
@@ -53,6 +53,13 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt_tokens + completion_tokens,
     }
+
+
+def _choice(choice: Any) -> Any:
+    """The neutral tool_choice as the Responses API writes it (a name at the top)."""
+    if isinstance(choice, Mapping):
+        return {"type": "function", "name": choice["function"]["name"]}
+    return choice
 
 
 def _complete(arguments: str) -> bool:
@@ -94,8 +101,8 @@ class ResponseWriter:
             "store": request.store,
             "temperature": 1.0 if request.temperature is None else request.temperature,
             "text": request.text,
-            "tool_choice": request.tool_choice,
-            "tools": request.tools,
+            "tool_choice": _choice(request.tool_choice),
+            "tools": [{"type": "function", **tool["function"]} for tool in request.tools],
             "top_p": 1.0 if request.top_p is None else request.top_p,
             "truncation": "disabled",
             "usage": None,

@@ -1,0 +1,339 @@
+"""Reading a request body's fields: one validator per kind of value, for every API.
+
+Each reader takes the object holding the field, the field's key and the object's path
+(`at`, as data: `("tools", 0)`), and returns the value in the neutral request's shape,
+or raises `FieldError(path, problem)`; each API's error shape spells the path its own
+way. Where the APIs write the same thing differently (a tool's schema is `parameters`
+in OpenAI's APIs and `input_schema` in Anthropic's; a named `tool_choice` keeps its name
+under `function` in Chat Completions only), the reader takes that as a parameter
+(`ToolFields`, `nested`) instead of being copied.
+
+`check_body` is the bound every body passes first (the turn runs it for every API):
+nesting depth, and strings that are not Unicode text (lone surrogates, which JSON's
+`\\ud800` escapes can produce). Unknown fields are ignored by every reader.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolwire.server.core.errors import FieldError, Path
+from toolwire.tools import tool_function
+
+__all__ = [
+    "ToolFields",
+    "answer_format",
+    "boolean",
+    "check_body",
+    "chosen",
+    "content",
+    "integer",
+    "mapping",
+    "number",
+    "one_of",
+    "optional_string",
+    "request_object",
+    "string",
+    "strings",
+    "tool_choice",
+    "tool_names",
+    "tools",
+]
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _alternatives(options: Collection[str]) -> str:
+    quoted = [f"'{o}'" for o in options]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+# -- the body ---------------------------------------------------------------------
+
+
+def check_body(body: Any, max_nesting: int) -> None:
+    """Reject a body nested deeper than `max_nesting`, or holding a string that is not
+    Unicode text; the error names the field. Iterative: no depth reaches the stack."""
+    stack: list[tuple[Any, Path]] = [(body, ())]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                raise FieldError(where, "holds a lone surrogate")
+            continue
+        if not isinstance(value, dict | list):
+            continue
+        if len(where) >= max_nesting:
+            raise FieldError(where, f"is nested deeper than {max_nesting} levels")
+        if isinstance(value, list):
+            stack.extend((item, (*where, i)) for i, item in enumerate(value))
+            continue
+        for key, item in value.items():
+            if _SURROGATE.search(key):
+                raise FieldError(where, "has a key that holds a lone surrogate")
+            stack.append((item, (*where, key)))
+
+
+def request_object(body: Any) -> Mapping[str, Any]:
+    """The decoded body, which must be a JSON object."""
+    if not isinstance(body, Mapping):
+        raise FieldError((), "must be a JSON object")
+    return body
+
+
+# -- scalars ----------------------------------------------------------------------
+
+
+def boolean(obj: Mapping[str, Any], key: str, default: bool, at: Path = ()) -> bool:
+    """`obj[key]` as a boolean; `default` when absent or null."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise FieldError((*at, key), "must be a boolean")
+    return value
+
+
+def integer(
+    obj: Mapping[str, Any], key: str, at: Path = (), *, low: int | None = None
+) -> int | None:
+    """`obj[key]` as an integer of at least `low`; None when absent or null."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError((*at, key), "must be an integer")
+    if low is not None and value < low:
+        raise FieldError((*at, key), f"must be at least {low}, got {value}")
+    return value
+
+
+def number(
+    obj: Mapping[str, Any], key: str, low: float, high: float, at: Path = ()
+) -> float | None:
+    """`obj[key]` as a float in [low, high]; None when absent or null."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FieldError((*at, key), "must be a number")
+    if not low <= value <= high:
+        raise FieldError((*at, key), f"must be between {low:g} and {high:g}, got {value}")
+    return float(value)
+
+
+def string(obj: Mapping[str, Any], key: str, at: Path = (), *, empty: bool = False) -> str:
+    """`obj[key]`, a string that must be given (non-empty unless `empty`)."""
+    value = obj.get(key)
+    if not isinstance(value, str) or not (value or empty):
+        raise FieldError((*at, key), "must be a string" if empty else "must be a non-empty string")
+    return value
+
+
+def optional_string(
+    obj: Mapping[str, Any], key: str, at: Path = (), *, empty: bool = True
+) -> str | None:
+    """`obj[key]` as a string; None when absent or null."""
+    return None if obj.get(key) is None else string(obj, key, at, empty=empty)
+
+
+def one_of(
+    obj: Mapping[str, Any],
+    key: str,
+    options: Collection[str],
+    at: Path = (),
+    *,
+    required: bool = False,
+) -> Any:
+    """`obj[key]`, one of `options`; None when absent or null, unless `required`."""
+    value = obj.get(key)
+    if (value is not None or required) and (not isinstance(value, str) or value not in options):
+        raise FieldError((*at, key), f"must be one of {sorted(options)}")
+    return value
+
+
+def mapping(obj: Mapping[str, Any], key: str, at: Path = ()) -> Mapping[str, Any] | None:
+    """`obj[key]`, an object; None when absent or null."""
+    value = obj.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise FieldError((*at, key), "must be an object")
+    return value
+
+
+def strings(
+    obj: Mapping[str, Any], key: str, most: int, at: Path = (), *, single: bool = False
+) -> list[str]:
+    """`obj[key]`: a list of at most `most` non-empty strings (or one string, if
+    `single`); [] when absent or null."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    values = [value] if single and isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(s, str) and s for s in values):
+        also = " (or one)" if single else ""
+        raise FieldError((*at, key), f"must be a list of non-empty strings{also}")
+    if len(values) > most:
+        raise FieldError((*at, key), f"takes at most {most} strings")
+    return list(values)
+
+
+def content(value: Any, at: Path, parts: Mapping[str, str]) -> str:
+    """A string, or a list of text parts joined with "\\n"; `parts` maps each accepted
+    part type to the key holding its text (`{"text": "text"}`)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise FieldError(at, "must be a string or a list of content parts")
+    texts = []
+    for j, part in enumerate(value):
+        if not isinstance(part, Mapping):
+            raise FieldError((*at, j), "must be an object")
+        kind = part.get("type")
+        if not isinstance(kind, str) or kind not in parts:
+            raise FieldError(
+                (*at, j, "type"),
+                f"is {kind!r}, which is not supported here (text parts only: "
+                f"{', '.join(sorted(parts))})",
+            )
+        texts.append(string(part, parts[kind], (*at, j), empty=True))
+    return "\n".join(texts)
+
+
+# -- tools and tool_choice ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolFields:
+    """How one API writes a tool. The reader returns the neutral shape:
+    `{"type": "function", "function": {"name", "description", "parameters", "strict"}}`."""
+
+    #: The one tool type served, and the type of a tool that names none (None: it must).
+    type: str
+    default_type: str | None
+    #: Name and schema sit under `function` (Chat Completions, which also takes the
+    #: function object bare, and is passed on as written), or at the top.
+    nested: bool
+    #: The key of the arguments' JSON schema, and whether a tool must give one.
+    schema: str
+    schema_required: bool
+    #: What to say of another tool type: which tools are served instead.
+    served: str
+
+
+def tools(body: Mapping[str, Any], shape: ToolFields, max_tools: int) -> list[dict[str, Any]]:
+    """The declared tools in the neutral shape ([] when none); names are unique."""
+    declared = body.get("tools")
+    if declared is None:
+        return []
+    if not isinstance(declared, list):
+        raise FieldError(("tools",), "must be a list of tools")
+    if len(declared) > max_tools:
+        raise FieldError(("tools",), f"holds {len(declared)} tools; at most {max_tools}")
+    out = []
+    names: set[str] = set()
+    for i, tool in enumerate(declared):
+        where: Path = ("tools", i)
+        if not isinstance(tool, Mapping):
+            raise FieldError(where, "must be an object")
+        kind = tool.get("type", shape.default_type)
+        if kind != shape.type:
+            raise FieldError(
+                (*where, "type"), f"is {kind!r}, which is not supported: {shape.served}"
+            )
+        function, at = tool, where
+        if shape.nested and "function" in tool:
+            function, at = tool["function"], (*where, "function")
+            if not isinstance(function, Mapping):
+                raise FieldError(at, "must be an object")
+        name = string(function, "name", at)
+        if name in names:
+            raise FieldError((*at, "name"), f"is {name!r}, which is declared twice")
+        names.add(name)
+        schema = mapping(function, shape.schema, at)
+        if schema is None and shape.schema_required:
+            raise FieldError((*at, shape.schema), "must be a JSON schema object")
+        strict = function.get("strict")
+        if strict is not None and not isinstance(strict, bool):
+            raise FieldError((*at, "strict"), "must be a boolean")
+        if shape.nested:
+            out.append(dict(tool))
+            continue
+        entry: dict[str, Any] = {"name": name}
+        if isinstance(function.get("description"), str):
+            entry["description"] = function["description"]
+        if schema is not None:
+            entry["parameters"] = dict(schema)
+        if strict is not None:
+            entry["strict"] = strict
+        out.append({"type": "function", "function": entry})
+    return out
+
+
+def tool_names(tools: list[dict[str, Any]]) -> set[str]:
+    """The names of neutral-shape tools."""
+    return {str(tool_function(t)["name"]) for t in tools}
+
+
+def chosen(kind: str, name: Any, names: Collection[str], at: Path, name_at: Path) -> Any:
+    """The neutral tool_choice for `kind` ("auto", "none", "required", or "named" with
+    the tool's `name`), checked against the declared `names`."""
+    if kind in ("required", "named") and not names:
+        raise FieldError(at, "needs a non-empty 'tools' list")
+    if kind != "named":
+        return kind
+    if not isinstance(name, str) or name not in names:
+        raise FieldError(name_at, f"names {name!r}, which is not in 'tools'")
+    return {"type": "function", "function": {"name": name}}
+
+
+def tool_choice(body: Mapping[str, Any], names: Collection[str], *, nested: bool) -> Any:
+    """OpenAI's `tool_choice` ("auto", "none", "required" or a named function, whose
+    name is under `function` when `nested`), as the neutral tool_choice."""
+    choice = body.get("tool_choice")
+    at: Path = ("tool_choice",)
+    if choice is None:
+        return "auto"
+    if choice in ("auto", "none", "required"):
+        return chosen(choice, None, names, at, at)
+    if isinstance(choice, Mapping) and choice.get("type", "function") == "function":
+        holder = choice.get("function") if nested else choice
+        if isinstance(holder, Mapping):
+            return chosen("named", holder.get("name"), names, at, at)
+    name = '"function": {"name": ...}' if nested else '"name": ...'
+    raise FieldError(
+        at, f"""must be 'auto', 'none', 'required' or {{"type": "function", {name}}}"""
+    )
+
+
+# -- the answer's format ------------------------------------------------------------
+
+
+def answer_format(
+    spec: Any,
+    at: Path,
+    *,
+    kinds: Collection[str] = ("text", "json_object", "json_schema"),
+    schema_at: tuple[str, ...] = ("schema",),
+) -> dict[str, Any] | None:
+    """The JSON schema an answer format (`{"type": "json_schema", ...}`) asks the
+    answer to follow: `json_object` any object, `text` None (plain text); the schema
+    of `json_schema` is at `schema_at` inside the format."""
+    if spec is None:
+        return None
+    kind = spec.get("type") if isinstance(spec, Mapping) else None
+    if not isinstance(kind, str) or kind not in kinds:
+        raise FieldError(at, f"must have the type {_alternatives(list(kinds))}")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    holder: Any = spec
+    for key in schema_at[:-1]:
+        holder = holder.get(key) if isinstance(holder, Mapping) else None
+    schema = holder.get(schema_at[-1]) if isinstance(holder, Mapping) else None
+    if not isinstance(schema, Mapping):
+        raise FieldError((*at, *schema_at), "must be a JSON schema object")
+    return dict(schema)
