@@ -57,9 +57,9 @@ from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
 from toolwire.backends.base import Delta, Engine, EngineError, Generation, TokenLogprob
+from toolwire.backends.grammar_backend import request_grammar
 from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin
-from toolwire.grammar import structural_tag_with_reason
 from toolwire.grammar.output import output_tag
 from toolwire.grammar.policy import GrammarPolicy, loosen
 from toolwire.parser import Parser
@@ -263,7 +263,9 @@ def _render(engine: Engine, request: ChatRequest) -> Prompt:
 
 #: Fallback codes of `structural_tag_with_reason` that mean a constraint was lost or
 #: weakened (the others say no constraint was wanted: no tools, scope, disabled).
-_FALLBACKS = frozenset({"relaxed", "compile_failed", "unsupported_format", "unknown_format"})
+_FALLBACKS = frozenset(
+    {"relaxed", "compile_failed", "unsupported_format", "unknown_format", "unsupported_backend"}
+)
 
 
 def _relaxed_tag(
@@ -276,7 +278,8 @@ def _relaxed_tag(
     def relaxed() -> dict[str, Any] | None:
         if request.tool_choice in (None, "auto") or not request.tools:
             return None
-        return structural_tag_with_reason(
+        return request_grammar(
+            engine,
             engine.format,
             loosen(request.tools),
             tool_choice=request.tool_choice,
@@ -304,7 +307,8 @@ def _structural_tag(
     if not engine.constrains or not request.tools or request.tool_choice == "none":
         return None, "", ()
     try:
-        result = structural_tag_with_reason(
+        result = request_grammar(
+            engine,
             engine.format,
             request.tools,
             tool_choice=request.tool_choice,
