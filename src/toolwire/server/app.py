@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import Response
 
-from toolwire import formats
+from toolwire import __version__, formats
 from toolwire.backends.base import Engine
 from toolwire.server import chat, messages, responses
 from toolwire.server.core.grammars import GrammarService, GrammarSettings
@@ -58,7 +58,7 @@ def create_app(
     stored responses (default: a bounded in-memory store)."""
     limits = limits or Limits()
     metrics = metrics or Metrics()
-    app = FastAPI(title="toolwire", version="0.1.0")
+    app = FastAPI(title="toolwire", version=__version__)
     app.state.metrics = metrics
     app.state.engine = engine
     grammars = GrammarService.for_engine(engine, metrics.registry, grammar)
