@@ -1,8 +1,8 @@
 """Server configuration: command-line flags, each with a `TOOLWIRE_*` environment variable.
 
 A flag given on the command line wins over its environment variable, which wins over
-the default. `OPTIONS` is the one table: the CLI, the README's configuration table and
-`ServerConfig` are all read from it.
+the default. `OPTIONS` is the one table: the CLI and `ServerConfig` read it, and the table of
+docs/configuration.md is generated from it (`python -m scripts.doctables`).
 """
 
 from __future__ import annotations
