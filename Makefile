@@ -78,8 +78,8 @@ test-fast: $(VENV)/.test-installed
 docs: $(VENV)/.test-installed
 	$(BIN)/python -m scripts.doctables
 
-# The peers' parsers (vLLM 0.33, SGLang 0.5.23) in their own venv, as ../shared/PEERS.md
-# says: the CPU torch wheel first, their small dependencies, then both --no-deps;
+# The peers' parsers (vLLM 0.33, SGLang 0.5.23) in their own venv (CONTRIBUTING.md,
+# "Run the peers"): the CPU torch wheel first, their small dependencies, then both --no-deps;
 # matplotlib for the conformance chart; toolwire itself without dependencies.
 BENCH := .venv-bench/bin
 
