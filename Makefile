@@ -21,7 +21,7 @@ $(BIN)/python:
 $(VENV)/.engine-installed: $(BIN)/python pyproject.toml
 	$(STEP) "torch 2.13.0, the CPU wheel (a download of about 200 MB)" \
 	  $(BIN)/pip install -q 'torch==2.13.0'
-	$(STEP) "building llama-cpp-python from source: about 10 minutes on 2 cores, once" \
+	$(STEP) "llama-cpp-python: built from source, about 10 minutes on 2 cores the first time (seconds once pip has cached the wheel)" \
 	  $(BIN)/pip install -e '.[llama]'
 	@touch $@
 
