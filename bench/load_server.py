@@ -60,10 +60,13 @@ class ScriptedEngine:
     def __init__(self, tokenizer: Tokenizer, tokens: int) -> None:
         self.model = MODEL
         self.tokenizer = tokenizer
+        self.vocab_size = tokenizer.vocab_size
         self.format = "qwen3"
         self.template: str | None = None
         self.max_prompt_tokens: int | None = None
+        self.context_length: int | None = None
         self.constrains = True
+        self.logprobs = False
         self.warnings: list[str] = []
         ids = tokenizer.encode(ANSWER)
         self._ids = (ids * (tokens // len(ids) + 1))[:tokens] if tokens > len(ids) else ids

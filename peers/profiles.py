@@ -230,6 +230,11 @@ PROFILES: dict[str, Profile] = {
         "deepseek_v4", None, "thinking", _DEEPSEEK,
         _v("deepseek_v4", "deepseek_v4", skip=False), _s("deepseekv4", "deepseek-v4"),
     ),
+    # DeepSeek V4.1: V4's vocabulary (the `｜DSML｜` token; no V4.1 folder offline).
+    "deepseek_v41": Profile(
+        "deepseek_v4", None, "thinking", _DEEPSEEK,
+        _v("deepseek_v41", "deepseek_v41", skip=False), _s("deepseekv41", "deepseek-v4"),
+    ),
     "kimi_k2": Profile(
         "derived:kimi_k2", "kimi_k2/Kimi-K2-Thinking.jinja", None, ("<|im_end|>", "[EOS]"),
         _v("kimi_k2", "kimi_k2", skip=False), _s("kimi_k2", "kimi_k2"),
@@ -310,6 +315,20 @@ PROFILES: dict[str, Profile] = {
     # Hunyuan A13B: <|eos|>. SGLang's `hunyuan` detector reads Hy3's XML calls instead.
     "hunyuan": Profile(
         "derived:hunyuan", None, None, ("<|eos|>",), _v("hunyuan_a13b", "hunyuan_a13b"),
+    ),
+    # Llama 4: <|eot|> and <|eom|> end a turn.
+    "llama4": Profile(
+        "derived:llama4", None, None, ("<|eot|>", "<|eom|>"), _v("llama4_pythonic"),
+        _s("pythonic"),
+    ),
+    # Nemotron Nano v2: no vLLM or SGLang parser in the pinned builds.
+    "nemotron": Profile("derived:nemotron", None, None, ("<|end|>",)),
+    # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
+    "hy_v3": Profile(
+        "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),
+    ),
+    "hy_v4": Profile(
+        "derived:hy_v4", None, None, ("<|eos|>",), _v("hy_v4", "hy_v4"), _s("hunyuan"),
     ),
     "mistral": Profile(
         "mistral/tekken_240718.json.gz", None, None, ("</s>",), _v("mistral"), _s("mistral"),

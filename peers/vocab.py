@@ -143,6 +143,46 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|eos|>",
         "",
     ),
+    # Hunyuan V3 / V4: A13B's turn markers (no Hy3/Hy4 vocabulary is available offline)
+    # and the structural tokens SGLang's `hunyuan` detector resolves; Hy4 has no
+    # `<tool_sep>` (the detector's note).
+    "hy_v3": (
+        [
+            "<|startoftext|>", "<|eos|>", "<think>", "</think>", "<tool_calls>",
+            "</tool_calls>", "<tool_call>", "</tool_call>", "<tool_sep>", "<arg_key>",
+            "</arg_key>", "<arg_value>", "</arg_value>",
+        ],
+        "<|eos|>",
+        "",
+    ),
+    "hy_v4": (
+        [
+            "<|startoftext|>", "<|eos|>", "<think>", "</think>", "<tool_calls>",
+            "</tool_calls>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>",
+            "<arg_value>", "</arg_value>",
+        ],
+        "<|eos|>",
+        "",
+    ),
+    # Llama 4: the markers of its chat format (`<|header_start|>` roles, `<|eot|>`,
+    # `<|eom|>`) and its call tokens; no Llama 4 vocabulary is available offline.
+    "llama4": (
+        [
+            "<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "<|header_end|>",
+            "<|eom|>", "<|eot|>", "<|step|>", "<|python_start|>", "<|python_end|>",
+            "<|finetune_right_pad|>",
+        ],
+        "<|eot|>",
+        "",
+    ),
+    # Nemotron Nano v2: the `<think>` pair and the `<TOOLCALL>` tags as tokens, with
+    # `<|end|>` standing for its end-of-turn token (no Nemotron vocabulary or template
+    # is available offline, so which of these the real vocabulary holds is not checked).
+    "nemotron": (
+        ["<|end|>", "<think>", "</think>", "<TOOLCALL>", "</TOOLCALL>"],
+        "<|end|>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

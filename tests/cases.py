@@ -31,6 +31,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "deepseek_v31": lambda: tokenizer_for("deepseek_v3"),
     "deepseek_v32": lambda: tokenizer_for("deepseek_v4"),
     "deepseek_v4": lambda: tokenizer_for("deepseek_v4"),
+    "deepseek_v41": lambda: tokenizer_for("deepseek_v4"),
     # DERIVED tokenizers (tests/derived.py): Qwen3's vocabulary plus the family's
     # delimiters as added tokens; no real vocabulary exists offline for these.
     "kimi_k2": lambda: derived_tokenizer("kimi_k2"),
@@ -46,9 +47,13 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "command": lambda: derived_tokenizer("command"),
     "granite": lambda: derived_tokenizer("granite"),
     "hunyuan": lambda: derived_tokenizer("hunyuan"),
+    "hy_v3": lambda: derived_tokenizer("hy_v3"),
+    "hy_v4": lambda: derived_tokenizer("hy_v4"),
     # Kimi K3 and Inkling: no vocabulary is published offline or on PyPI either.
     "kimi_k3": lambda: derived_tokenizer("kimi_k3"),
     "inkling": lambda: derived_tokenizer("inkling"),
+    "llama4": lambda: derived_tokenizer("llama4"),
+    "nemotron": lambda: derived_tokenizer("nemotron"),
     "minimax_m3": lambda: derived_tokenizer("minimax_m3"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Generator
 from pathlib import Path
 
@@ -59,15 +60,28 @@ INTEGRATION: dict[str, str] = {
     "test_prompt_roles.py": "every real chat template and its vocabulary",
     "test_server_agent_embedded.py": "the embedded llama.cpp server",
     "test_server_agent_remote.py": "servers on loopback HTTP",
+    "test_server_auth.py": "servers on loopback HTTP and the official clients",
+    "test_server_echo.py": "servers on loopback HTTP",
     "test_server_embedded.py": "the embedded llama.cpp server",
     "test_server_faults.py": "servers on loopback HTTP",
     "test_server_formats.py": "servers on loopback HTTP, every format",
+    "test_server_guidance.py": "servers on loopback HTTP on real vocabularies",
+    "test_server_health.py": "servers on loopback HTTP",
     "test_server_remote.py": "servers on loopback HTTP",
+    "test_server_store.py": "a real redis-server, processes sharing SQLite, toolwire serve",
+    "test_server_tracing.py": "servers on loopback HTTP and in-process OTLP collectors",
+    "test_server_workers.py": "toolwire serve --workers 2 on the embedded model",
     "test_standalone.py": "pytest in subprocesses",
     "test_tokenizer.py": "the shared tokenizer files",
     "test_vllm_plugin.py": "vLLM's plugin interface on real tokenizers",
     "test_vllm_real.py": "a real vLLM server",
 }
+
+# `toolwire serve` started by tests keeps its stored responses in this run's own file,
+# not in the user's cache directory (tests of the default path pass their own).
+os.environ.setdefault(
+    "TOOLWIRE_STORE", os.path.join(tempfile.mkdtemp(prefix="toolwire-test-"), "responses.sqlite3")
+)
 
 #: Property-test examples per tier (TOOLWIRE_EXAMPLES overrides both).
 EXAMPLES = {"fast": 50, "full": 200}

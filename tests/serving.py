@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,28 +148,58 @@ class ScriptedUpstream:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     refuse: int | None = None  # answer every request with this HTTP status
+    #: Answers each request by its body when no script is queued (None: `default`).
+    responder: Callable[[dict[str, Any]], Script] | None = None
+    #: The `max_model_len` its `/v1/models` lists (None: no `/v1/models`).
+    context: int | None = None
+    default: Script | None = None  # answered when nothing else does (None: no ids)
 
     def app(self) -> Starlette:
         path = "/v1/completions" if self.protocol == "vllm" else "/generate"
-        return Starlette(routes=[Route(path, self._handle, methods=["POST"])])
+        routes = [Route(path, self._handle, methods=["POST"])]
+        if self.context is not None:
+            routes.append(Route("/v1/models", self._models, methods=["GET"]))
+        return Starlette(routes=routes)
+
+    async def _models(self, request: Request) -> Response:
+        model = {"id": MODEL, "object": "model", "max_model_len": self.context}
+        return JSONResponse({"object": "list", "data": [model]})
 
     async def _handle(self, request: Request) -> Response:
         body = await request.json()
         self.bodies.append(body)
         if self.refuse is not None:
             return JSONResponse({"error": {"message": "refused"}}, status_code=self.refuse)
-        script = self.scripts.pop(0) if self.scripts else Script([])
-        return StreamingResponse(self._events(script), media_type="text/event-stream")
+        if self.scripts:
+            script = self.scripts.pop(0)
+        elif self.responder is not None:
+            script = self.responder(body)
+        else:
+            script = self.default or Script([])
+        events = self._events(script, body.get("logprobs"))
+        return StreamingResponse(events, media_type="text/event-stream")
 
-    def _payload(self, chunk: list[int], total: list[int], reason: str | None) -> dict[str, Any]:
+    def _payload(
+        self, chunk: list[int], total: list[int], reason: str | None, logprobs: int | None = None
+    ) -> dict[str, Any]:
         if self.protocol == "vllm":
             choice = {"index": 0, "text": "", "token_ids": chunk, "finish_reason": reason}
+            if logprobs is not None:  # as vLLM with return_tokens_as_token_ids
+                at = len(total) - len(chunk)
+                choice["logprobs"] = {
+                    "tokens": [f"token_id:{i}" for i in chunk],
+                    "token_logprobs": [fake_logprob(at + k) for k in range(len(chunk))],
+                    "top_logprobs": [
+                        {f"token_id:{i + j}": fake_logprob(at + k) - j for j in range(logprobs)}
+                        for k, i in enumerate(chunk)
+                    ],
+                }
             return {"id": "cmpl-1", "object": "text_completion", "choices": [choice]}
         finish = {"type": reason} if reason else None
         meta = {"completion_tokens": len(total), "finish_reason": finish}
         return {"text": "", "output_ids": list(total), "meta_info": meta}
 
-    async def _events(self, script: Script) -> Any:
+    async def _events(self, script: Script, logprobs: int | None = None) -> Any:
         ids = script.ids
         starts = list(range(0, len(ids), script.per_event)) or [0]
         try:
@@ -188,7 +218,7 @@ class ScriptedUpstream:
                 end = start + script.per_event
                 last = end >= len(ids)
                 reason = script.finish if last else None
-                payload = self._payload(ids[start:end], ids[:end], reason)
+                payload = self._payload(ids[start:end], ids[:end], reason, logprobs)
                 yield b"data: " + json.dumps(payload).encode() + b"\n\n"
                 if script.delay:
                     await asyncio.sleep(script.delay)
@@ -196,6 +226,11 @@ class ScriptedUpstream:
         except asyncio.CancelledError:
             self.cancelled += 1
             raise
+
+
+def fake_logprob(position: int) -> float:
+    """The log probability the scripted vLLM gives the output id at `position`."""
+    return -0.125 * (position % 8)
 
 
 # -- toolwire in front of a scripted upstream --------------------------------------

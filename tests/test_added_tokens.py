@@ -15,6 +15,7 @@ has some.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -115,3 +116,25 @@ def test_a_qwen_tool_response_token_in_a_value_is_kept(name: str) -> None:
     parser = Parser(name, tok, tools=[declared])
     got = Message.from_events(parser.feed(ids) + parser.finish())
     assert [json.loads(c.arguments) for c in got.tool_calls] == [{"city": "a<tool_response>b"}]
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@pytest.mark.parametrize("name", [n for n in FORMATS if formats.get(n).marks])
+@pytest.mark.parametrize("stream", [False, True], ids=["held", "stream"])
+def test_a_calls_mark_where_a_value_stands_leaves_as_its_text(name: str, stream: bool) -> None:
+    """A call's inner mark keeps its structural form inside the body (its syntax reads
+    it); where the syntax takes it as a value's text (inside a string, or where a value
+    was due) it leaves the parser as the token's text, never as its sentinel: in a
+    returned call's arguments and name, held or streamed, and in released text."""
+    fmt = formats.get(name)
+    tok = cases.standalone_tokenizer(name)
+    for mark in fmt.marks:
+        for value in (f"a{mark}b", mark):
+            output = "Checking.\n\n" + fmt.render([("get_weather", {"city": value})])
+            ids = tok.encode(output)
+            message = _message(name, tok, ids, stream_arguments=stream)
+            texts = [message.content or "", message.reasoning or ""]
+            texts += [t for c in message.tool_calls for t in (c.name, c.arguments)]
+            assert not any(_LONE_SURROGATE.search(t) for t in texts), (mark, message)

@@ -1,4 +1,4 @@
-"""Granite 4, Seed-OSS, LFM2, Command, Granite 3 and Hunyuan: per-format behaviour.
+"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan: per-format tests.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -34,6 +34,9 @@ NATIVE = {
     "seed_oss": "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
     "<parameter=days>\n3\n</parameter>\n</function>\n</seed:tool_call>",
     "lfm2": '<|tool_call_start|>[get_weather(city="Paris", days=3)]<|tool_call_end|>',
+    "llama4": '<|python_start|>[get_weather(city="Paris", days=3)]<|python_end|>',
+    "nemotron": '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
+    "</TOOLCALL>",
     "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
     '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
@@ -182,7 +185,7 @@ def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> No
 # -- lists ended by a mark (LFM2, Command) ---------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
 def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -195,7 +198,7 @@ def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -
     assert squash(cut.content) == squash(tok.decode(ids))
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
 def test_text_after_the_list_is_content(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -205,7 +208,7 @@ def test_text_after_the_list_is_content(name: str) -> None:
         assert msg.content == "Done."
 
 
-@pytest.mark.parametrize("name", ["lfm2", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
 def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str) -> None:
     mark = formats.get(name).marks[0]
     text = NATIVE[name].removesuffix(mark) + mark[:5] + "x and more."
@@ -220,6 +223,35 @@ def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str)
     msg = Message.from_events(results[0])
     assert msg.tool_calls == []
     assert msg.content == text
+
+
+#: LFM2's JSON mode (Liquid's documentation; SGLang's `lfm2` detector's docstring).
+LFM2_JSON = (
+    '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}, '
+    '{"name": "get_weather", "arguments": {"city": "Rome"}}]<|tool_call_end|>'
+)
+
+
+def test_lfm2_json_mode_lists_are_calls_in_any_chunking() -> None:
+    tok = cases.tokenizer("lfm2")
+    ids = tok.encode("Checking." + LFM2_JSON + "Done.")
+    rome = ("get_weather", {"city": "Rome"})
+    for stream in (False, True):
+        for size in (1, 2, 5, len(ids)):
+            parser = Parser("lfm2", tok, tools=cases.TOOLS, stream_arguments=stream)
+            events = []
+            for start in range(0, len(ids), size):
+                events += parser.feed(ids[start : start + size])
+            msg = Message.from_events(events + parser.finish())
+            assert calls_of(msg) == [WEATHER, rome]
+            assert squash(msg.content) == squash("Checking.\nDone.")
+    # A JSON item and a pythonic one may share a list; a broken JSON item is content.
+    mixed = '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Rome"}}, '
+    mixed += 'get_weather(city="Paris", days=3)]<|tool_call_end|>'
+    assert calls_of(message("lfm2", tok.encode(mixed))) == [rome, WEATHER]
+    broken = '<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": }]<|tool_call_end|>'
+    msg = message("lfm2", tok.encode(broken))
+    assert msg.tool_calls == [] and squash(msg.content) == squash(broken)
 
 
 def test_lfm2_a_bare_list_is_the_pythonic_format() -> None:
@@ -300,3 +332,50 @@ def _suffixed(tok: Any, suffix: str) -> Any:
 def message_with(tok: Any, name: str, text: str) -> Message:
     parser = Parser(name, tok, tools=cases.TOOLS)
     return Message.from_events(parser.feed(tok.encode(text)) + parser.finish())
+
+
+# -- Hunyuan V3 / V4: tagged calls, with or without the checkpoint's suffix ------------
+
+#: Hy4's output as the shipping `:opensource` checkpoints write it (the issue's sample).
+HY4_OPENSOURCE = (
+    "sure!<tool_calls:opensource><tool_call:opensource>get_weather"
+    "<arg_key:opensource>city</arg_key:opensource><arg_value:opensource>Beijing"
+    "</arg_value:opensource><arg_key:opensource>days</arg_key:opensource>"
+    "<arg_value:opensource>3</arg_value:opensource></tool_call:opensource>"
+    "</tool_calls:opensource>"
+)
+
+
+@pytest.mark.parametrize("family", ["hy_v3", "hy_v4"])
+@pytest.mark.parametrize("suffix", ["", ":opensource"])
+def test_hunyuan_v3_v4_calls_are_read_with_or_without_the_suffix(family: str, suffix: str) -> None:
+    plain = cases.tokenizer(family)
+    tok = _suffixed(plain, suffix) if suffix else plain
+    fmt = hunyuan.resolve(tok.added_tokens)
+    assert fmt.name == family
+    sep = f"<tool_sep{suffix}>" if family == "hy_v3" else ""
+    text = HY4_OPENSOURCE.replace(":opensource", suffix).replace("get_weather", "get_weather" + sep)
+    ids = tok.encode(text)
+    for stream in (False, True):
+        for size in (1, 3, len(ids)):
+            parser = Parser(fmt, tok, tools=cases.TOOLS, stream_arguments=stream)
+            assert parser.gated
+            events = []
+            for start in range(0, len(ids), size):
+                events += parser.feed(ids[start : start + size])
+            msg = Message.from_events(events + parser.finish())
+            assert msg.content == "sure!"
+            # Values typed from the schema: `days` is an integer, 3 and not "3".
+            assert calls_of(msg) == [("get_weather", {"city": "Beijing", "days": 3})]
+    # The suffixed tokens are not the unsuffixed format's (and the reverse).
+    other = formats.get(family)
+    if suffix:
+        assert Message.from_events(Parser(other, tok, tools=cases.TOOLS).feed(ids)).tool_calls == []
+
+
+def test_hunyuan_resolve_tells_the_dialects_apart() -> None:
+    assert hunyuan.resolve(cases.tokenizer("hy_v3").added_tokens) is formats.get("hy_v3")
+    assert hunyuan.resolve(cases.tokenizer("hy_v4").added_tokens) is formats.get("hy_v4")
+    assert hunyuan.resolve(cases.tokenizer("hunyuan").added_tokens) is formats.get("hunyuan")
+    suffixed = hunyuan.resolve(["<tool_calls:x>", "<tool_call:x>", "<tool_sep:x>", "<arg_key:x>"])
+    assert suffixed.name == "hy_v3" and suffixed.marks[0] == "<tool_sep:x>"

@@ -159,3 +159,28 @@ def test_structural_tag_choices(fmt: str) -> None:
     assert not whole(spec.render_output(content="Hi."), "required")
     if fmt != "minimax_m3":  # a content channel before the calls, where text is allowed
         assert whole(spec.render_output(content="Hi.", calls=WEATHER), "auto")
+
+
+# -- DeepSeek V4.1: V4's DSML with spaced tags -------------------------------------------
+
+#: vLLM's `parser/deepseek_v41.py` terminals and SGLang's V4.1 detector, written out.
+V41_CALL = (
+    '<｜DSML｜ calls>\n<｜DSML｜ invoke name="get_weather">\n'
+    '<｜DSML｜ parameter name="city" string="true">Paris</｜DSML｜ parameter>\n'
+    '<｜DSML｜ parameter name="days" string="false">3</｜DSML｜ parameter>\n'
+    "</｜DSML｜ invoke>\n</｜DSML｜ calls>"
+)
+
+
+def test_deepseek_v41_reads_spaced_dsml_and_v4_does_not() -> None:
+    for stream in (False, True):
+        msg = parse("deepseek_v41", "Plan.</think>" + V41_CALL, in_reasoning=True,
+                    stream_arguments=stream)  # fmt: skip
+        assert calls(msg) == WEATHER and msg.reasoning == "Plan."
+    # Each revision's tags are its own: V4's unspaced ones are not V4.1's, and back.
+    v4_call = formats.get("deepseek_v4").render(WEATHER)
+    assert parse("deepseek_v41", v4_call).tool_calls == []
+    assert parse("deepseek_v4", V41_CALL).tool_calls == []
+    # Spelled from ordinary ids, the `｜DSML｜` is text: no call.
+    echoed = parse("deepseek_v41", "Log: ", spelled=V41_CALL)
+    assert echoed.tool_calls == [] and echoed.content == "Log: " + V41_CALL

@@ -83,7 +83,7 @@ PEER_NAMES = {
     "minimax_m2_append_think": "minimax_m2",
     "openai": "gpt_oss",
     "llama4_json": "llama3_json",
-    "llama4_pythonic": "pythonic",
+    "llama4_pythonic": "llama4",
     "deepseekv3": "deepseek_v3",
     "deepseekv31": "deepseek_v31",
     "deepseekv32": "deepseek_v32",

@@ -10,7 +10,6 @@ import itertools
 import json
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,12 +21,10 @@ from toolwire.events import (
     ToolCallBegin,
     ToolCallEnd,
 )
-from toolwire.server.core.errors import ApiError
 from toolwire.server.core.segments import Closed, Grew, Opened, Segment, Segmenter, assemble
 from toolwire.server.messages.request import parse_messages
 from toolwire.server.messages.writer import MessageWriter
 from toolwire.server.responses.request import parse_responses, to_messages
-from toolwire.server.responses.store import ResponseStore
 from toolwire.server.responses.writer import ResponseWriter
 
 
@@ -186,25 +183,6 @@ def test_input_items_become_chat_messages() -> None:
         {"role": "assistant", "content": "", "reasoning_content": "lost turn"},
         {"role": "user", "content": "next"},
     ]
-
-
-def test_store_is_bounded_and_chains() -> None:
-    store = ResponseStore(max_responses=2, max_bytes=10_000)
-    item = {"type": "message", "role": "user", "content": "x"}
-    store.put({"id": "r1"}, [item], None)
-    store.put({"id": "r2"}, [item, item], "r1")
-    assert len(store.history("r2")) == 3
-    store.put({"id": "r3"}, [item], "r2")
-    assert store.get("r1") is None and len(store) == 2
-    with pytest.raises(ApiError) as caught:
-        store.history("r3")
-    assert caught.value.param == "previous_response_id" and "evicted" in caught.value.message
-    store.put({"id": "big", "pad": "y" * 20_000}, [], None)
-    assert store.get("big") is None  # larger than the whole store: not kept
-    small = ResponseStore(max_responses=100, max_bytes=300)
-    for n in range(10):
-        small.put({"id": f"r{n}", "pad": "z" * 50}, [], None)
-    assert 0 < len(small) < 10 and small.get("r9") is not None
 
 
 def test_message_blocks_become_chat_messages() -> None:

@@ -46,9 +46,21 @@ SERVED: dict[str, tuple[str | None, str | None]] = {
 #: Registered formats with no chat template in the shared data, and why.
 NO_TEMPLATE = {
     "deepseek_v4": "no template ships with its tokenizer",
+    "deepseek_v41": "no template ships with its tokenizer",
     **{
         name: "no chat template or vocabulary of the family is available offline"
-        for name in ("granite", "granite4", "seed_oss", "lfm2", "command", "hunyuan")
+        for name in (
+            "granite",
+            "granite4",
+            "seed_oss",
+            "lfm2",
+            "command",
+            "hunyuan",
+            "hy_v3",
+            "hy_v4",
+            "llama4",
+            "nemotron",
+        )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",
     "inkling": "no chat template is available offline",

@@ -307,7 +307,7 @@ def test_timeout_and_prompt_limit(rig: Rig) -> None:
         with pytest.raises(openai.BadRequestError) as caught:
             client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}])
         assert caught.value.body["param"] == "messages"  # type: ignore[index]
-        assert "max_prompt_tokens" in caught.value.message
+        assert "--max-prompt-tokens" in caught.value.message
         engine.max_prompt_tokens = None
         rig.script(" ".join(["slow"] * 100), per_event=1, delay=0.02)
         started = time.monotonic()

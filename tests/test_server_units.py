@@ -18,7 +18,7 @@ from toolwire.backends.bundled import bundled_model
 from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
 from toolwire.events import Content, Event, ToolCallArguments, ToolCallBegin, ToolCallEnd, merge
 from toolwire.server.chat.request import parse_request
-from toolwire.server.chat.writer import ChunkWriter, completion
+from toolwire.server.chat.writer import Answer, ChunkWriter, completion
 from toolwire.server.config import add_arguments, config_from
 from toolwire.server.core.errors import ApiError, FieldError
 from toolwire.server.core.pipeline import finish_reason
@@ -100,7 +100,7 @@ def test_chunks_name_first_then_arguments() -> None:
         "completion_tokens": 4,
         "total_tokens": 7,
     }
-    body = completion("c", "m", 0, events, "tool_calls", 3, 4)
+    body = completion("c", "m", 0, [Answer(events, "tool_calls")], 3, 4)
     message = body["choices"][0]["message"]
     assert message["content"] == "Hi"
     assert message["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"x": 1}'}
@@ -157,8 +157,11 @@ def test_request_normalization_and_thinking_switch() -> None:
     assert request.template_kwargs == {"reasoning_effort": "none", "enable_thinking": False}
     assert request.max_tokens == 5
     with pytest.raises(ApiError) as caught:
-        parse_request({"model": "m", "messages": [{"role": "user"}], "n": 2})
+        parse_request({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 17})
     assert caught.value.param == "n"
+    with pytest.raises(ApiError) as caught:  # only an assistant turn may omit its content
+        parse_request({"model": "m", "messages": [{"role": "user"}]})
+    assert caught.value.param == "messages[0].content"
 
 
 def test_flags_override_environment_over_defaults() -> None:
@@ -244,7 +247,7 @@ def test_a_streamed_call_cut_short_is_marked_invalid_streamed_and_not(
     streamed = writer.chunks(events)
     assert any("tool_calls" in c["choices"][0]["delta"] for c in streamed)
     assert writer.finish("length")["choices"][0]["invalid_tool_calls"] == [0]
-    body = completion("c", "m", 0, events, "length", 3, len(ids))
+    body = completion("c", "m", 0, [Answer(events, "length")], 3, len(ids))
     assert body["choices"][0]["invalid_tool_calls"] == [0]
     # A complete call is valid: no extension field at all.
     whole = tok.encode(
@@ -257,7 +260,7 @@ def test_a_streamed_call_cut_short_is_marked_invalid_streamed_and_not(
     assert "invalid_tool_calls" not in writer.finish("tool_calls")["choices"][0]
     assert (
         "invalid_tool_calls"
-        not in completion("c", "m", 0, events, "tool_calls", 1, 1)["choices"][0]
+        not in completion("c", "m", 0, [Answer(events, "tool_calls")], 1, 1)["choices"][0]
     )
 
 

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +68,11 @@ class VllmServer:
         fmt: str = "qwen3",
         renderer: bool = True,
         timeout: float = 600,
+        python: str = sys.executable,
+        flags: Sequence[str] | None = None,
     ) -> VllmServer:
+        """`python` runs the server (a venv with vLLM); `flags` replace toolwire's
+        (`--serve-args fmt`, with or without the renderer) by others (vLLM's own parsers)."""
         port = free_port()
         env = dict(os.environ)
         env.update(
@@ -81,7 +86,7 @@ class VllmServer:
             ),
         )
         command = [
-            sys.executable,
+            python,
             "-m",
             "vllm.entrypoints.openai.api_server",
             "--model",
@@ -97,7 +102,7 @@ class VllmServer:
             "127.0.0.1",
             "--port",
             str(port),
-            *toolwire_flags(fmt, renderer=renderer),
+            *(toolwire_flags(fmt, renderer=renderer) if flags is None else flags),
         ]
         started = time.monotonic()
         with log.open("wb") as sink:

@@ -24,7 +24,8 @@ calls is an added token), ranked by the newest added token (highest id) their
 delimiters hold, then by how many they hold (a family's vocabulary keeps its older
 formats' tokens and appends the ones its newer format needs: DeepSeek V4's holds V3's
 tool tokens and, after them, `｜DSML｜`); among the formats tied there, a revision wins
-over the format it revises (`formats.detection.REVISIONS`); one best -> that format,
+over the format it revises (`formats.detection.REVISIONS`), and a format yields to the
+one it defers to (`formats.detection.DEFERS`); one best -> that format,
 else None with the reason.
 
 Everything is read from each format's own data (delimiters, reasoning pairs, header,
@@ -49,7 +50,7 @@ from typing import Any
 from toolwire import formats
 from toolwire.errors import ToolwireError, UsageError
 from toolwire.formats import Detection, Format
-from toolwire.formats.detection import REVISIONS
+from toolwire.formats.detection import DEFERS, REVISIONS
 from toolwire.message import Message
 from toolwire.parser import Parser
 from toolwire.prompt.messages import prepare
@@ -281,6 +282,7 @@ def _by_vocabulary(tokenizer: Tokenizer, why_not_template: str) -> Detection:
     top = [fmt for fmt in gated if rank(fmt) == best]
     names = {fmt.name for fmt in top}
     top = [fmt for fmt in top if not names & {r for r, old in REVISIONS.items() if old == fmt.name}]
+    top = [fmt for fmt in top if DEFERS.get(fmt.name) not in names]
     evidence = (
         why_not_template,
         *(

@@ -249,6 +249,7 @@ class _Call:
         "provisional",
         "raw",
         "resume",
+        "spell",
         "syntax",
     )
 
@@ -261,8 +262,13 @@ class _Call:
         *,
         provisional: bool,
         held: bool,
+        spell: Mapping[int, str] | None = None,
     ) -> None:
         self.syntax = syntax
+        #: Sentinels back to their text: a call's mark the syntax kept as a value's
+        #: text (inside a string, or where a value was due) leaves the parser as the
+        #: token's text, never as its sentinel.
+        self.spell = spell
         #: Structural text of the call, opener first: released as content if it fails.
         #: While held, raw[1:] is the body not yet fed to the syntax.
         self.raw = [opener]
@@ -336,13 +342,18 @@ class _Call:
         assert name is not None
         self.begun = True
         self.index = index
-        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), name))
+        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), self._spelled(name)))
 
     def stream(self, out: list[Event]) -> None:
         """Streaming: the argument text that became final since the last fragment."""
         fragment = self.syntax.arguments()
         if fragment:
-            out.append(ToolCallArguments(self.index, fragment))
+            out.append(ToolCallArguments(self.index, self._spelled(fragment)))
+
+    def _spelled(self, text: str) -> str:
+        if self.spell is None or text.isascii():  # (sentinels are never ASCII)
+            return text
+        return text.translate(self.spell)
 
     def end(self, reason: str, out: list[Event]) -> None:
         """Streaming: the body ended; the call stays a call, valid only without `reason`."""
@@ -357,9 +368,9 @@ class _Call:
         name = self.syntax.name
         assert name is not None
         self.index = index
-        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), name))
+        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), self._spelled(name)))
         if arguments:
-            out.append(ToolCallArguments(index, arguments))
+            out.append(ToolCallArguments(index, self._spelled(arguments)))
         out.append(ToolCallEnd(index))
 
 
@@ -966,7 +977,15 @@ class Parser:
             and (provisional or not self.stream_arguments)
         )
         syntax = (bare or self.format.syntax)(context)
-        self._call = _Call(syntax, form, resume, before, provisional=provisional, held=held)
+        self._call = _Call(
+            syntax,
+            form,
+            resume,
+            before,
+            provisional=provisional,
+            held=held,
+            spell=self._to_literal or None,
+        )
         return _DONE
 
     def _stream(self, out: list[Event]) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["Delta", "Engine", "EngineError", "Generation"]
+__all__ = ["Delta", "Engine", "EngineError", "Generation", "TokenLogprob"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,19 @@ class Generation:
     #: `structural_tag` already compiled by the engine's own compiler (the server
     #: compiles off the generation thread), or None: the engine compiles it.
     grammar: Any = None
+    #: Return each output id's log probability and this many most likely alternatives
+    #: (`Delta.logprobs`); None: none.
+    logprobs: int | None = None
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One output id's log probability under the model (before any grammar mask)."""
+
+    id: int
+    logprob: float
+    #: The most likely ids at that position and their log probabilities, best first.
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,8 @@ class Delta:
     #: Set on the first delta when the engine rejected the structural tag and ran with
     #: `Generation.fallback_tag` instead: the reason code to count.
     grammar_fallback: str | None = None
+    #: One entry per id of `ids`, when the generation asked for logprobs.
+    logprobs: list[TokenLogprob] | None = None
 
 
 class EngineError(Exception):
@@ -80,14 +95,22 @@ class Engine(Protocol):
     model: str
     #: The served model's vocabulary (prompt rendering and parsing use it).
     tokenizer: Tokenizer
+    #: Ids the model can produce: 0 .. vocab_size - 1, the rows of its output layer (at
+    #: least the tokenizer's vocabulary; often wider, padded: Qwen3's has 151,936 rows
+    #: for 151,669 tokens). An id between the two has no text.
+    vocab_size: int
     #: The output format name (a key of `toolwire.formats`).
     format: str
     #: A chat template that overrides the tokenizer's own, or None.
     template: str | None
-    #: The longest prompt the engine takes, in ids (None: no limit known).
+    #: The longest prompt the engine takes, in ids (None: no bound but the context).
     max_prompt_tokens: int | None
+    #: The model's context, prompt and output ids together (None: not known).
+    context_length: int | None
     #: True when the engine applies `structural_tag` constraints.
     constrains: bool
+    #: True when the engine returns log probabilities (`Generation.logprobs`).
+    logprobs: bool
     #: What the operator should know at startup (ungated format, no grammar, ...).
     warnings: list[str]
 

@@ -15,8 +15,10 @@ Invariants:
   waits for the worker only while another one generates, never while one compiles.
 * Closing the iterator sets a cancel flag the worker checks before every id, so a
   client that disconnects frees the worker within one token.
-* With a structural tag, every sampled id was allowed by XGrammar's matcher (a logits
-  mask over the same vocabulary), so `tool_choice="required"` yields a real call.
+* With a constraint, every sampled id was allowed by its matcher (a logits mask over
+  the same vocabulary), so `tool_choice="required"` yields a real call. The constraint
+  is llguidance's grammar where llguidance is installed and expresses the request's
+  tag, else XGrammar's structural tag (`grammar_backends`, `backends.grammar_backend`).
 """
 
 from __future__ import annotations
@@ -32,18 +34,61 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from toolwire.backends.base import Delta, EngineError, Generation
-from toolwire.backends.constraint import GrammarConstraint, SequenceConstraint
+from toolwire.backends.base import Delta, EngineError, Generation, TokenLogprob
+from toolwire.backends.constraint import (
+    GrammarConstraint,
+    GuidanceConstraint,
+    SequenceConstraint,
+    guidance_grammar,
+)
 from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
+from toolwire.backends.grammar_backend import GUIDANCE, XGRAMMAR
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["LlamaEngine"]
+__all__ = ["LlamaEngine", "training_context"]
 
 # Turn-ending tokens of common chat vocabularies: generation stops at any that exist.
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<|return|>")
 
 _Item = Delta | EngineError
+
+#: The context when a GGUF names none (llama.cpp's own default).
+_FALLBACK_CONTEXT = 4096
+
+
+def training_context(metadata: Mapping[str, Any]) -> int:
+    """The context the model was trained for (`{architecture}.context_length` in the
+    GGUF's metadata), else llama.cpp's default of 4096."""
+    arch = metadata.get("general.architecture")
+    length = metadata.get(f"{arch}.context_length")
+    return length if type(length) is int and length > 0 else _FALLBACK_CONTEXT
+
+
+class _Scores:
+    """A logits processor that sees each step's logits before any mask, so the chosen
+    id's log probability (and the best alternatives) are the model's own."""
+
+    def __init__(self, top: int) -> None:
+        self._top = top
+        self._last: npt.NDArray[np.float64] | None = None
+
+    def see(self, _ids: Any, logits: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        shifted = logits.astype(np.float64) - float(np.max(logits))
+        self._last = shifted - float(np.log(np.exp(shifted).sum()))
+        return logits
+
+    def of(self, token: int) -> TokenLogprob:
+        """The entry of the id sampled from the last logits seen."""
+        last = self._last
+        if last is None:  # no logits were seen (nothing to sample from): unknown
+            return TokenLogprob(token, 0.0)
+        top: tuple[tuple[int, float], ...] = ()
+        if self._top:
+            best = np.argpartition(-last, self._top)[: self._top]
+            best = best[np.argsort(-last[best])]
+            top = tuple((int(i), float(last[i])) for i in best)
+        return TokenLogprob(token, float(last[token]), top)
 
 
 class LlamaEngine:
@@ -57,7 +102,7 @@ class LlamaEngine:
         format: str = "hermes",
         template: str | None = None,
         tokenizer: Tokenizer | None = None,
-        context: int = 4096,
+        context: int | None = None,
         threads: int | None = None,
     ) -> None:
         try:
@@ -74,12 +119,25 @@ class LlamaEngine:
         self.model = model or path.stem
         self.format = format
         self.template = template
-        self.max_prompt_tokens: int | None = context - 1
+        context = context or training_context(metadata)
+        self.context_length: int | None = context
+        self.max_prompt_tokens: int | None = None  # the context bounds it
         self._context = context
         self._llama = Llama(str(path), n_ctx=context, n_threads=threads, verbose=False)
+        #: llama.cpp's rows: the GGUF's vocabulary, padding entries included.
+        self.vocab_size = max(self.tokenizer.vocab_size, int(self._llama.n_vocab()))
         self._stop_ids = frozenset(self._end_ids(metadata))
         self._grammar = GrammarConstraint.load(self.tokenizer, self._stop_ids)
+        # llguidance's tokenizer is built on its own thread from here on (seconds).
+        self._guidance = GuidanceConstraint.load(self.tokenizer, self._stop_ids)
+        #: The constraint backends applied here, preferred first.
+        self.grammar_backends: tuple[str, ...] = tuple(
+            name
+            for name, loaded in ((GUIDANCE, self._guidance), (XGRAMMAR, self._grammar))
+            if loaded is not None
+        )
         self.constrains = self._grammar is not None
+        self.logprobs = True
         self.warnings: list[str] = []
         if self._grammar is None:
             self.warnings.append(
@@ -118,23 +176,39 @@ class LlamaEngine:
             cancel.set()
 
     def warm_up(self, generation: Generation) -> None:
-        """Compile one structural tag now (XGrammar's first compile is slow)."""
-        if generation.structural_tag is not None and self._grammar is not None:
-            self._grammar.start(generation.structural_tag)
+        """Compile one constraint now (XGrammar's first compile is slow; llguidance's
+        first waits for its tokenizer)."""
+        if generation.structural_tag is not None:
+            compiler = self._compiler(generation.structural_tag)
+            if compiler is not None:
+                compiler.start(generation.structural_tag)
+
+    def _compiler(
+        self, constraint: Mapping[str, Any]
+    ) -> GrammarConstraint | GuidanceConstraint | None:
+        """The compiler for a constraint's form: llguidance's grammar or a structural tag."""
+        if guidance_grammar(constraint) is not None:
+            return self._guidance
+        return self._grammar
 
     def compile_structural_tag(self, tag: Mapping[str, Any]) -> Any:
-        """The tag compiled against this model's vocabulary (for `Generation.grammar`);
-        raises ValueError when it does not compile or XGrammar is not installed. Runs
-        on the caller's thread, so compiles stay off the generation thread."""
-        if self._grammar is None:
-            raise ValueError("xgrammar is not installed")
-        return self._grammar.compile(tag)
+        """The constraint (a structural tag, or llguidance's grammar) compiled against
+        this model's vocabulary (for `Generation.grammar`); raises ValueError when it
+        does not compile or its backend is not installed. Runs on the caller's thread,
+        so compiles stay off the generation thread."""
+        compiler = self._compiler(tag)
+        if compiler is None:
+            raise ValueError("the constraint's backend (xgrammar or llguidance) is not installed")
+        return compiler.compile(tag)
 
     def _constraint(self, generation: Generation) -> SequenceConstraint | None:
-        if generation.structural_tag is None or self._grammar is None:
+        if generation.structural_tag is None:
+            return None
+        compiler = self._compiler(generation.structural_tag)
+        if compiler is None:
             return None
         try:
-            return self._grammar.start(generation.structural_tag, generation.grammar)
+            return compiler.start(generation.structural_tag, generation.grammar)
         except ValueError as exc:
             raise EngineError(str(exc), status=500) from exc
 
@@ -150,11 +224,14 @@ class LlamaEngine:
                 emit(Delta([], "length"))
                 return
             constraint = self._constraint(generation)
-            processors = None
+            processors: list[Callable[[Any, npt.NDArray[np.float32]], Any]] = []
+            scores = _Scores(generation.logprobs) if generation.logprobs is not None else None
+            if scores is not None:
+                processors.append(scores.see)  # first: the model's own distribution
             if constraint is not None:
                 mask: Callable[[Any, npt.NDArray[np.float32]], npt.NDArray[np.float32]]
                 mask = lambda _ids, scores: constraint.mask(scores)  # noqa: E731
-                processors = [mask]
+                processors.append(mask)
             seed = generation.seed if generation.seed is not None else random.getrandbits(31)
             self._llama.set_seed(seed)
             temperature = 1.0 if generation.temperature is None else generation.temperature
@@ -166,21 +243,22 @@ class LlamaEngine:
                 top_k=0,
                 min_p=0.0,
                 repeat_penalty=1.0,
-                logits_processor=processors,  # type: ignore[arg-type]
+                logits_processor=processors or None,  # type: ignore[arg-type]
             )
             for produced, token in enumerate(tokens, start=1):
                 if cancel.is_set():
                     return
+                logprobs = None if scores is None else [scores.of(token)]
                 if token in self._stop_ids:
-                    emit(Delta([token], "stop"))
+                    emit(Delta([token], "stop", logprobs=logprobs))
                     return
                 if constraint is not None and not constraint.accept(token):
                     emit(EngineError(f"the grammar rejected sampled token {token}", status=500))
                     return
                 if produced >= budget:
-                    emit(Delta([token], "length"))
+                    emit(Delta([token], "length", logprobs=logprobs))
                     return
-                emit(Delta([token]))
+                emit(Delta([token], logprobs=logprobs))
         except EngineError as exc:
             emit(exc)
         except Exception as exc:  # llama.cpp failures surface as assorted types

@@ -6,10 +6,18 @@ Request body (fields of vLLM's `CompletionRequest`)::
      "return_token_ids": true,           # each chunk carries choices[0].token_ids (delta)
      "skip_special_tokens": false,       # special tokens stay in the text, too
      "add_special_tokens": false,        # the prompt ids are final (no BOS added)
-     "structured_outputs": {"structural_tag": "<tag as JSON>"},
-     "temperature", "top_p", "seed"}     # only when the request set them
+     "structured_outputs": {"structural_tag": "<tag as JSON>"},   # XGrammar upstream
+                        or {"grammar": "<Lark>"},             # llguidance upstream
+     "temperature", "top_p", "seed",     # only when the request set them
+     "logprobs": k, "return_tokens_as_token_ids": true}   # only when asked: each
+                                         # chunk's choices[].logprobs, by id
+
+The constraint is in the form of the backend vLLM runs (`--grammar-backend`, vLLM's
+`--structured-outputs-config.backend`): XGrammar takes the structural tag, guidance
+takes the Lark grammar of the same language as `structured_outputs.grammar`.
 
 The server never sends `stop` strings upstream: they are matched on parsed content.
+The events that arrived together (`RemoteClient.events`' batches) become one Delta.
 
 A tag vLLM rejects (HTTP 400 naming the structured output: its nesting limit, its own
 XGrammar version) is not the request's fault: before any output, the request is sent
@@ -26,11 +34,12 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from toolwire.backends.base import Delta, EngineError, Generation
-from toolwire.backends.remote import RemoteClient, token_ids
+from toolwire.backends.base import Delta, EngineError, Generation, TokenLogprob
+from toolwire.backends.grammar_backend import GUIDANCE, XGRAMMAR, lark_of, warm_upstream_specials
+from toolwire.backends.remote import RemoteClient, in_vocabulary, token_ids
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["VllmEngine", "completion_body", "rejects_tag"]
+__all__ = ["VllmEngine", "completion_body", "read_logprobs", "rejects_tag"]
 
 log = logging.getLogger("toolwire.backends.vllm")
 
@@ -61,9 +70,36 @@ def completion_body(generation: Generation, model: str) -> dict[str, Any]:
         value = getattr(generation, name)
         if value is not None:
             body[name] = value
-    if generation.structural_tag is not None:
-        body["structured_outputs"] = {"structural_tag": json.dumps(generation.structural_tag)}
+    tag = generation.structural_tag
+    if tag is not None:
+        lark = lark_of(tag)
+        structured = {"grammar": lark} if lark is not None else {"structural_tag": json.dumps(tag)}
+        body["structured_outputs"] = structured
+    if generation.logprobs is not None:
+        # alternatives named by id ("token_id:123"), never by text
+        body["logprobs"] = generation.logprobs
+        body["return_tokens_as_token_ids"] = True
     return body
+
+
+def read_logprobs(logprobs: Any, ids: list[int], top: int) -> list[TokenLogprob]:
+    """vLLM's completion `logprobs` of one chunk (`token_logprobs`, `top_logprobs` keyed
+    `token_id:N`) as one entry per id of the chunk."""
+    if not isinstance(logprobs, dict):
+        raise EngineError("vLLM returned no logprobs for a request that asked for them")
+    chosen = logprobs.get("token_logprobs")
+    alternatives = logprobs.get("top_logprobs") or [None] * len(ids)
+    if not isinstance(chosen, list) or len(chosen) != len(ids) or len(alternatives) != len(ids):
+        raise EngineError("vLLM's logprobs do not match its token_ids")
+    out = []
+    for token, value, options in zip(ids, chosen, alternatives, strict=True):
+        ranked: list[tuple[int, float]] = []
+        for key, number in (options or {}).items():
+            if isinstance(key, str) and key.startswith("token_id:"):
+                ranked.append((int(key.split(":", 1)[1]), float(number)))
+        ranked.sort(key=lambda pair: -pair[1])
+        out.append(TokenLogprob(token, float(value or 0.0), tuple(ranked[:top])))
+    return out
 
 
 class VllmEngine:
@@ -80,15 +116,26 @@ class VllmEngine:
         served_name: str | None = None,
         timeout: float = 60.0,
         max_prompt_tokens: int | None = None,
+        vocab_size: int | None = None,
+        grammar_backend: str = XGRAMMAR,
     ) -> None:
         self._client = RemoteClient(upstream, timeout=timeout)
         self._upstream_model = model
+        #: The constraint backend vLLM runs (its grammars are sent in that form).
+        self.grammar_backends = (grammar_backend,)
+        if grammar_backend == GUIDANCE:
+            warm_upstream_specials(tokenizer)
         self.model = served_name or model
         self.tokenizer = tokenizer
+        #: The model's output rows (its config's `vocab_size`), else the tokenizer's.
+        self.vocab_size = max(vocab_size or 0, tokenizer.vocab_size)
         self.format = format
         self.template = template
         self.max_prompt_tokens = max_prompt_tokens
+        #: The upstream's `max_model_len` (`backends.context.upstream_context`).
+        self.context_length: int | None = None
         self.constrains = True
+        self.logprobs = True
         self.warnings: list[str] = []
 
     async def stream(self, generation: Generation) -> AsyncIterator[Delta]:
@@ -111,29 +158,65 @@ class VllmEngine:
             await deltas.aclose()  # closes the response: vLLM aborts the request
 
     async def _deltas(self, generation: Generation) -> AsyncGenerator[Delta, None]:
+        """One Delta per batch of events (every event that had arrived: see
+        `RemoteClient.events`); a bad event ends the stream after the ids before it."""
         body = completion_body(generation, self._upstream_model)
-        async for payload in self._client.events("/v1/completions", body):
-            choices = payload.get("choices")
-            if choices is None:
-                continue  # a usage-only chunk
-            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
-                raise EngineError("vLLM returned 'choices' that is not a list of objects")
-            for choice in choices:
-                ids = choice.get("token_ids")
-                reason = choice.get("finish_reason")
-                if ids is None and reason is None:
-                    raise EngineError(
-                        "vLLM returned a chunk without token_ids: is return_token_ids "
-                        "supported by this vLLM version?"
-                    )
-                ids = [] if ids is None else token_ids(ids, "vLLM's choices[].token_ids")
-                yield Delta(list(ids), _reason(reason))
+        vocab = self.vocab_size  # the model's rows: padding ids are text, not errors
+        async for batch in self._client.events("/v1/completions", body):
+            ids: list[int] = []
+            logprobs: list[TokenLogprob] | None = None if generation.logprobs is None else []
+            try:
+                chosen, reason = _read(batch, ids, vocab, generation.logprobs, logprobs)
+            except EngineError:
+                if ids:
+                    yield Delta(ids, logprobs=logprobs[: len(ids)] if logprobs else None)
+                raise
+            if chosen:
+                yield Delta(ids, reason, logprobs=logprobs)
                 if reason is not None:
                     return
         raise EngineError("vLLM ended the stream without a finish_reason")
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def _read(
+    batch: list[dict[str, Any]],
+    ids: list[int],
+    vocab: int,
+    top: int | None = None,
+    logprobs: list[TokenLogprob] | None = None,
+) -> tuple[bool, str | None]:
+    """Appends the batch's output ids to `ids` (and, when the generation asked for
+    `top` logprobs, their entries to `logprobs`), up to and including the first choice
+    with a finish reason; returns whether any event had a choice (usage-only chunks
+    have none) and that finish reason (None while generating)."""
+    chosen = False
+    for payload in batch:
+        choices = payload.get("choices")
+        if choices is None:
+            continue  # a usage-only chunk
+        if type(choices) is not list or not all(type(c) is dict for c in choices):
+            raise EngineError("vLLM returned 'choices' that is not a list of objects")
+        for choice in choices:
+            chosen = True
+            new = choice.get("token_ids")
+            reason = choice.get("finish_reason")
+            if new is None and reason is None:
+                raise EngineError(
+                    "vLLM returned a chunk without token_ids: is return_token_ids "
+                    "supported by this vLLM version?"
+                )
+            if new is not None:
+                what = "vLLM's choices[].token_ids"
+                new_ids = in_vocabulary(token_ids(new, what), what, vocab)
+                if top is not None and logprobs is not None and new_ids:
+                    logprobs += read_logprobs(choice.get("logprobs"), new_ids, top)
+                ids += new_ids
+            if reason is not None:
+                return True, _reason(reason)  # raises for an error, after the ids before it
+    return chosen, None
 
 
 def _reason(reason: Any) -> str | None:

@@ -69,7 +69,6 @@ BUILTIN: dict[str, str] = {
     "openai_gptoss": "gpt_oss",  # vLLM's gpt-oss reasoning parser
     "llama3": "llama3_json",  # SGLang's Llama 3.2 detector (JSON calls)
     "llama4_json": "llama3_json",  # vLLM: the same Llama3JsonToolParser class
-    "llama4_pythonic": "pythonic",  # vLLM's Llama 4 parser: pythonic lists
     # Command A (cmd3) and Command A Reasoning (cmd4): vLLM's and SGLang's parser names
     # for the same `<|START_ACTION|>` lists.
     "cohere_command3": "command",

@@ -47,16 +47,18 @@ TAGS = Tags(
 )
 
 
-def render_dsml(calls: Sequence[RenderedCall], wrapper: str) -> str:
-    out = f"<{DSML}{wrapper}>\n"
+def render_dsml(calls: Sequence[RenderedCall], wrapper: str, *, space: str = "") -> str:
+    """DSML calls in `wrapper`; `space` follows `｜DSML｜` in every tag (V4.1's)."""
+    tag = DSML + space
+    out = f"<{tag}{wrapper}>\n"
     for name, args in calls:
-        out += f'<{DSML}invoke name="{name}">\n'
+        out += f'<{tag}invoke name="{name}">\n'
         for key, value in args.items():
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             kind = "true" if isinstance(value, str) else "false"
-            out += f'<{DSML}parameter name="{key}" string="{kind}">{text}</{DSML}parameter>\n'
-        out += f"</{DSML}invoke>\n"
-    return out + f"</{DSML}{wrapper}>"
+            out += f'<{tag}parameter name="{key}" string="{kind}">{text}</{tag}parameter>\n'
+        out += f"</{tag}invoke>\n"
+    return out + f"</{tag}{wrapper}>"
 
 
 def render(calls: Sequence[RenderedCall]) -> str:

@@ -15,6 +15,15 @@ add `<think>` 64400 and `</think>` 64401. The call tokens are special, so the fo
 is gated. LFM2.5 models also write a bare list (`[get_weather(city="Paris")]`) with
 no token around it: that is the text-gated `pythonic` format (`Parser.gated` False,
 a list only at a line start), which covers it; this format matches only the tokens.
+
+JSON mode. Liquid's documentation has the model write JSON call objects in the same
+list when the system prompt asks for it, and SGLang's `lfm2` detector
+(`sglang/srt/function_call/lfm2_detector.py`) reads both::
+
+    <|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|tool_call_end|>
+
+Each item is read as JSON when it begins with `{` (`syntax.either`), else as a
+pythonic call. The grammar writes the default, pythonic, form.
 """
 
 from __future__ import annotations
@@ -23,7 +32,9 @@ from collections.abc import Sequence
 
 from toolwire.formats import pythonic, register
 from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
-from toolwire.syntax.end_marked import EndMarked
+from toolwire.syntax.either import Either
+from toolwire.syntax.end_marked import EndMarked, ListItem
+from toolwire.syntax.json_calls import JsonCall
 from toolwire.syntax.pythonic import PythonicCall
 
 START, END = "<|tool_call_start|>", "<|tool_call_end|>"
@@ -33,8 +44,16 @@ def render(calls: Sequence[RenderedCall]) -> str:
     return START + pythonic.render(calls) + END
 
 
+def _json(context: CallContext) -> JsonCall:
+    return JsonCall(context, separator=",")
+
+
+def _item(context: CallContext) -> ListItem:
+    return Either(context, json=_json, other=PythonicCall)
+
+
 def syntax(context: CallContext) -> EndMarked:
-    return EndMarked(context, PythonicCall, END)
+    return EndMarked(context, _item, END)
 
 
 LFM2 = register(

@@ -10,8 +10,7 @@ Arguments are Python literals, converted to JSON and typed by the declared schem
 fallback (`Parser.gated` is False): a list of calls may begin only where a line
 begins (the output's start, after a newline, or right after a call), with `[`; a
 bracket anywhere else is content, and a list that is not calls is released as content.
-Llama 4's `<|python_start|>`...`<|python_end|>` wrapper is not in the Llama 3
-vocabulary and is not recognized.
+Llama 4's `<|python_start|>`...`<|python_end|>` wrapper is the `llama4` format's.
 """
 
 from __future__ import annotations

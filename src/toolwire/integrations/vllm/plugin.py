@@ -56,6 +56,7 @@ from toolwire import formats
 from toolwire.events import Content, Event, Reasoning, ToolCallArguments, ToolCallBegin
 from toolwire.integrations.vllm.chat import MODE
 from toolwire.integrations.vllm.request import (
+    POLICY,
     RequestParse,
     bridge_tokenizer,
     openai_tool_choice,
@@ -170,7 +171,7 @@ class ToolwireToolParser(ToolParser):  # type: ignore[misc]
             return request  # the client's own constraint wins where calls are optional
         parallel = getattr(request, "parallel_tool_calls", True) is not False
         result = structural_tag_for(self.format, self.toolwire_tokenizer, tools, choice, parallel)
-        if result.fallback is not None and result.fallback not in ("no_tools", "scope"):
+        if result.fallback is not None and result.fallback not in ("no_tools", "scope", "disabled"):
             logger.warning(
                 "toolwire_%s: structural tag fallback %r: %s",
                 self.format,
@@ -381,6 +382,12 @@ def register_renderer() -> None:
         RENDERER_REGISTRY.register(MODE, *_RENDERER)
 
 
+def _policy_line() -> str:
+    from toolwire.server.guidance import describe
+
+    return ", ".join(f"{name}={value}" for name, value in describe(POLICY).items())
+
+
 #: (module, class) of what `--tokenizer-mode toolwire` loads.
 _HF_TOKENIZER = ("vllm.tokenizers.hf", "CachedHfTokenizer")
 _RENDERER = ("toolwire.integrations.vllm.renderer", "ToolwireRenderer")
@@ -399,5 +406,6 @@ def register_all() -> None:
     try:
         register()
         register_renderer()
+        logger.info("toolwire guidance policy: %s", _policy_line())
     except Exception:
         logger.exception("toolwire's vLLM plugin could not register its parsers and renderer")

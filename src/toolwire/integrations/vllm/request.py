@@ -7,7 +7,9 @@ Data flow (one chat request in a vLLM server started with the plugin)::
     request.tools / tool_choice (vLLM's pydantic objects)
         --openai_tools(), openai_tool_choice()--> OpenAI dicts
         --structural_tag_for()--> the XGrammar tag `toolwire serve` would send
-                                  (same function, same default GrammarPolicy)
+                                  (same function; the operator's policy from the
+                                  TOOLWIRE_GUIDANCE* variables, as `toolwire serve`
+                                  reads them: `toolwire.server.guidance`)
     prompt ids --prompt_in_reasoning()--> does the output start inside reasoning?
     output ids --RequestParse.feed()/finish()--> toolwire events (one Parser per
                                                  request, ids exactly as they come)
@@ -18,6 +20,7 @@ Nothing here imports vLLM; `plugin` turns events into vLLM's objects.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +34,7 @@ from toolwire.events import Event
 from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
 from toolwire.grammar.policy import loosen
 from toolwire.parser import Parser
+from toolwire.server.guidance import policy_from_env
 from toolwire.tokenizer import HuggingFaceTokenizer, Tokenizer
 
 __all__ = [
@@ -43,8 +47,9 @@ __all__ = [
     "structural_tag_for",
 ]
 
-#: The policy `toolwire serve` builds tags under (its default): the plugin uses the same.
-POLICY = GrammarPolicy()
+#: The operator's guidance policy, from the same `TOOLWIRE_GUIDANCE*` variables
+#: `toolwire serve` reads (read once, in each vLLM process, when the plugin loads).
+POLICY: GrammarPolicy = policy_from_env(os.environ)
 
 _LOCK = threading.Lock()
 #: vLLM tokenizer object -> toolwire Tokenizer; the object is kept so its id stays unique.
@@ -172,8 +177,10 @@ def structural_tag_for(
     tools: list[dict[str, Any]] | None,
     tool_choice: str | dict[str, Any],
     parallel_tool_calls: bool,
+    policy: GrammarPolicy | None = None,
 ) -> TagResult:
-    """The tag `toolwire serve` attaches to the same request (no tag for `none`)."""
+    """The tag `toolwire serve` attaches to the same request under the same policy
+    (`POLICY` unless given; no tag for `none`)."""
     if not tools or tool_choice == "none":
         return TagResult(None, ("no tools, or tool_choice 'none'",), "no_tools")
     return structural_tag_with_reason(
@@ -182,7 +189,7 @@ def structural_tag_for(
         tool_choice=tool_choice,
         parallel_tool_calls=parallel_tool_calls,
         tokenizer=tok,
-        policy=POLICY,
+        policy=POLICY if policy is None else policy,
     )
 
 
@@ -192,6 +199,7 @@ def relaxed_tag_for(
     tools: list[dict[str, Any]] | None,
     tool_choice: str | dict[str, Any],
     parallel_tool_calls: bool,
+    policy: GrammarPolicy | None = None,
 ) -> dict[str, Any] | None:
     """What replaces a tag the engine refuses, as `toolwire serve` does it: for forced
     calls the native envelope with any JSON object as arguments; for `auto`, nothing."""
@@ -203,7 +211,7 @@ def relaxed_tag_for(
         tool_choice=tool_choice,
         parallel_tool_calls=parallel_tool_calls,
         tokenizer=tok,
-        policy=POLICY,
+        policy=POLICY if policy is None else policy,
     ).tag
 
 

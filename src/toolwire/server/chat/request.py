@@ -7,8 +7,10 @@ Data flow::
 The neutral request speaks Chat Completions' names and shapes, so messages and tools
 pass as the client wrote them once checked. Every rejection is a `FieldError` naming
 the offending field in `param`, as OpenAI does (`messages[2].role`, `tool_choice`,
-`max_tokens`). Unknown fields are ignored; fields whose meaning the server cannot
-honour (`n` > 1, `logprobs`) are rejected rather than silently dropped.
+`max_tokens`). Every field is in `SURFACE` (acted on, accepted, or refused by name);
+a field it does not name is logged and counted by the turn, never silently dropped.
+`n` and `logprobs`/`top_logprobs` become the neutral request's `n` and
+`top_logprobs`; an engine that cannot honour them refuses them at planning.
 `response_format` is kept as the JSON schema the answer must follow (`json_object`:
 any object), or rejected; it is never ignored.
 """
@@ -19,14 +21,69 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolwire.server.core import fields
-from toolwire.server.core.errors import FieldError
+from toolwire.server.core.errors import FieldError, Path
 from toolwire.server.core.request import ChatRequest
+from toolwire.server.core.surface import Surface, accepts, acts, refuse, refuses, unknown
 
-__all__ = ["parse_request"]
+__all__ = ["MAX_CHOICES", "MAX_TOP_LOGPROBS", "SURFACE", "parse_request"]
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
+_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh", "max"})
 _MAX_STOPS = 4
+#: The fields an assistant message's reasoning may come in (the prompt layer's).
+_REASONING = ("reasoning_content", "reasoning", "thinking")
+#: The most choices one request may ask for, and the most alternatives per token.
+MAX_CHOICES = 16
+MAX_TOP_LOGPROBS = 20
+
+#: Every top-level field of a Chat Completions request (the README's table is made
+#: from it).
+SURFACE: Surface = {
+    "model": acts("must be a served model name (`--served-model-name`)"),
+    "messages": acts(
+        "`system`, `developer`, `user`, `assistant` (its `content` may be absent or null) "
+        "and `tool` messages, with string or text-part content"
+    ),
+    "tools": acts("`function` tools"),
+    "tool_choice": acts("`auto`, `none`, `required`, a named function"),
+    "parallel_tool_calls": acts("`false`: at most one call"),
+    "max_completion_tokens": acts("bounded by the context left after the prompt"),
+    "max_tokens": acts("the same, when `max_completion_tokens` is absent"),
+    "n": acts(f"up to {MAX_CHOICES} choices, each its own generation"),
+    "logprobs": acts("each returned token's log probability, from the ids the parser saw"),
+    "top_logprobs": acts(f"up to {MAX_TOP_LOGPROBS} alternatives per token"),
+    "temperature": acts("sampling"),
+    "top_p": acts("sampling"),
+    "seed": acts("sampling (choice `i` of `n` uses `seed + i`)"),
+    "stop": acts("up to 4, matched on the answer's text"),
+    "stream": acts("server-sent events"),
+    "stream_options": acts("`include_usage`"),
+    "reasoning_effort": acts("the template's `reasoning_effort` and `enable_thinking`"),
+    "chat_template_kwargs": acts("passed to the chat template"),
+    "response_format": acts("`json_object`, `json_schema`: the answer kept to the schema"),
+    "web_search_options": acts(
+        "a hosted tool: not offered, named in the `toolwire-hosted-tools-dropped` header "
+        "(or a 400 with `--hosted-tools refuse`)"
+    ),
+    "metadata": accepts("kept no further"),
+    "store": accepts("nothing is stored (no stored-completions routes)"),
+    "user": accepts("kept no further"),
+    "safety_identifier": accepts("kept no further"),
+    "service_tier": accepts("one tier here"),
+    "prompt_cache_key": accepts("the engine's prefix cache needs no key"),
+    "prompt_cache_retention": accepts("the engine's prefix cache decides"),
+    "prompt_cache_options": accepts("the engine's prefix cache decides"),
+    "verbosity": accepts("the model's own length"),
+    "functions": refuses("legacy function calling: send `tools`"),
+    "function_call": refuses("legacy function calling: send `tool_choice`"),
+    "frequency_penalty": refuses("no penalties in sampling here", 0, 0.0),
+    "presence_penalty": refuses("no penalties in sampling here", 0, 0.0),
+    "logit_bias": refuses("no logit bias here", {}),
+    "audio": refuses("no audio output"),
+    "modalities": refuses("text only", ["text"]),
+    "prediction": refuses("no predicted outputs"),
+    "moderation": refuses("no moderation"),
+}
 _TOOLS = fields.ToolFields(
     type="function",
     default_type="function",
@@ -60,11 +117,54 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
         role = fields.one_of(message, "role", _ROLES, where, required=True)
         if not _content_ok(message.get("content")):
             raise FieldError((*where, "content"), "must be a string or a list of text parts")
+        for key in (*_REASONING, "name", "tool_call_id"):
+            fields.optional_string(message, key, where)
+        copy = dict(message)
         calls = message.get("tool_calls")
-        if calls is not None and (role != "assistant" or not isinstance(calls, list)):
-            raise FieldError((*where, "tool_calls"), "must be a list, on assistant messages")
-        out.append(dict(message))
+        if calls is not None:
+            if role != "assistant" or not isinstance(calls, list):
+                raise FieldError((*where, "tool_calls"), "must be a list, on assistant messages")
+            copy["tool_calls"] = [_call(c, (*where, "tool_calls", j)) for j, c in enumerate(calls)]
+        if message.get("content") is None and role != "assistant":
+            raise FieldError((*where, "content"), "must be a string or a list of text parts")
+        # an assistant turn that only called tools may omit its content (model_dump's
+        # exclude_none): templates read `message.content`, so it is there, null
+        copy["content"] = message.get("content")
+        out.append(copy)
     return out
+
+
+def _call(call: Any, at: Path) -> dict[str, Any]:
+    """A history call, checked (its arguments as JSON text: `fields.arguments`)."""
+    if not isinstance(call, Mapping):
+        raise FieldError(at, "must be an object")
+    fields.optional_string(call, "id", at)
+    fields.one_of(call, "type", ("function",), at)
+    function = fields.mapping(call, "function", at)
+    if function is None:
+        raise FieldError((*at, "function"), "must be an object")
+    where = (*at, "function")
+    checked = {**function, "name": fields.string(function, "name", where)}
+    checked["arguments"] = fields.arguments(function, "arguments", where)
+    return {**call, "function": checked}
+
+
+def _logprobs(body: Mapping[str, Any]) -> int | None:
+    """The alternatives per token when `logprobs` is on (0: only the chosen one)."""
+    top = fields.integer(body, "top_logprobs", low=0)
+    if top is not None and top > MAX_TOP_LOGPROBS:
+        raise FieldError(("top_logprobs",), f"must be at most {MAX_TOP_LOGPROBS}, got {top}")
+    if not fields.boolean(body, "logprobs", False):
+        if top is not None:
+            raise FieldError(("top_logprobs",), "needs logprobs=true")
+        return None
+    return top or 0
+
+
+def _hosted(body: Mapping[str, Any]) -> tuple[fields.HostedTool, ...]:
+    if fields.mapping(body, "web_search_options") is None:
+        return ()
+    return (fields.HostedTool(("web_search_options",), "web_search"),)
 
 
 def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,19 +181,19 @@ def parse_request(body: Any, *, max_tools: int = 128) -> ChatRequest:
     """Validate a decoded JSON body; raises `FieldError` (a 400) naming the field."""
     body = fields.request_object(body)
     model = fields.string(body, "model")
+    refuse(body, SURFACE)
     messages = _messages(body)
     tools = fields.tools(body, _TOOLS, max_tools)
     tool_choice = fields.tool_choice(body, fields.tool_names(tools), nested=True)
     response_format = fields.answer_format(
         body.get("response_format"), ("response_format",), schema_at=("json_schema", "schema")
     )
-    if fields.integer(body, "n") not in (None, 1):
-        raise FieldError(("n",), "must be 1 (one choice per request is supported)")
-    if body.get("logprobs"):
-        raise FieldError(("logprobs",), "is not supported")
-    max_tokens = fields.integer(body, "max_completion_tokens", low=1)
+    n = fields.integer(body, "n", low=1) or 1
+    if n > MAX_CHOICES:
+        raise FieldError(("n",), f"must be at most {MAX_CHOICES}, got {n}")
+    max_tokens = fields.budget(body, "max_completion_tokens")
     if max_tokens is None:
-        max_tokens = fields.integer(body, "max_tokens", low=1)
+        max_tokens = fields.budget(body, "max_tokens")
     stream = fields.boolean(body, "stream", False)
     options = fields.mapping(body, "stream_options")
     if options is not None and not stream:
@@ -107,10 +207,14 @@ def parse_request(body: Any, *, max_tools: int = 128) -> ChatRequest:
         max_tokens=max_tokens,
         temperature=fields.number(body, "temperature", 0.0, 2.0),
         top_p=fields.number(body, "top_p", 0.0, 1.0),
-        seed=fields.integer(body, "seed"),
+        seed=fields.seed(body, "seed"),
         stop=fields.strings(body, "stop", _MAX_STOPS, single=True),
         stream=stream,
         include_usage=fields.boolean(options or {}, "include_usage", False, ("stream_options",)),
         template_kwargs=_template_kwargs(body),
         response_format=response_format,
+        hosted_tools=_hosted(body),
+        unknown_fields=unknown(body, SURFACE),
+        n=n,
+        top_logprobs=_logprobs(body),
     )

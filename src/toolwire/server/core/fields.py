@@ -9,24 +9,50 @@ under `function` in Chat Completions only), the reader takes that as a parameter
 (`ToolFields`, `nested`) instead of being copied.
 
 `check_body` is the bound every body passes first (the turn runs it for every API):
-nesting depth, and strings that are not Unicode text (lone surrogates, which JSON's
-`\\ud800` escapes can produce). Unknown fields are ignored by every reader.
+nesting depth, strings that are not Unicode text (lone surrogates, which JSON's
+`\\ud800` escapes can produce), and numbers JSON has not got (`NaN`, `Infinity`, and
+`1e400`, which Python's decoder reads as infinity). Which top-level fields an API
+knows is its table (`core/surface.py`); a field no table names is reported by the
+turn, not here.
+
+One rule per kind of field, for every API: an output budget (`budget`) is an integer
+of at least 1, and more than any engine can produce is cut, not refused; a seed
+(`seed`) is a signed 64-bit integer (vLLM's bound), else a 400; a history call's
+arguments (`arguments`) are a JSON object, as text or as an object, else a 400, but
+for the text of an object cut off before its end (what a call cut by the token limit
+leaves), which is accepted and rendered as text (`history`).
+
+Tools (`toolset`): a tool of the API's served type is read into the neutral shape; a
+`namespace` (Responses) is its member functions, each offered under its own name (or
+`namespace__name` where that is taken), remembered so the answer names the member
+and its namespace as the client declared them; a tool of a type the provider hosts
+(`ToolFields.hosted`) is a `HostedTool`, not offered (the turn drops or refuses it);
+a `defer_loading` tool is kept aside until the conversation references it.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from toolwire.nesting import MAX_DEPTH, json_too_deep
 from toolwire.server.core.errors import FieldError, Path
+from toolwire.syntax.jsonscan import JsonValue
 from toolwire.tools import tool_function
 
 __all__ = [
+    "MAX_OUTPUT_TOKENS",
+    "HostedTool",
     "ToolFields",
+    "ToolSet",
     "answer_format",
+    "arguments",
     "boolean",
+    "budget",
     "check_body",
     "chosen",
     "content",
@@ -36,14 +62,26 @@ __all__ = [
     "one_of",
     "optional_string",
     "request_object",
+    "seed",
     "string",
     "strings",
     "tool_choice",
     "tool_names",
     "tools",
+    "toolset",
 ]
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+#: The largest output budget sent to an engine: a 32-bit count (more is cut to it; the
+#: engine's context cuts it further).
+MAX_OUTPUT_TOKENS = 2**31 - 1
+#: A seed's range: a signed 64-bit integer, as vLLM takes it.
+_SEED = (-(2**63), 2**63 - 1)
+#: How deep a history call's arguments may nest when given as text: the prompt
+#: layer's bound (`nesting.MAX_DEPTH`), counted from the message, where they sit 4
+#: levels down (`tool_calls`, the call, `function`, `arguments`).
+ARGUMENTS_DEPTH = MAX_DEPTH - 4
 
 
 def _alternatives(options: Collection[str]) -> str:
@@ -64,6 +102,8 @@ def check_body(body: Any, max_nesting: int) -> None:
             if _SURROGATE.search(value):
                 raise FieldError(where, "holds a lone surrogate")
             continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise FieldError(where, "is not a finite number (JSON has no NaN or Infinity)")
         if not isinstance(value, dict | list):
             continue
         if len(where) >= max_nesting:
@@ -98,17 +138,41 @@ def boolean(obj: Mapping[str, Any], key: str, default: bool, at: Path = ()) -> b
 
 
 def integer(
-    obj: Mapping[str, Any], key: str, at: Path = (), *, low: int | None = None
+    obj: Mapping[str, Any],
+    key: str,
+    at: Path = (),
+    *,
+    low: int | None = None,
+    high: int | None = None,
 ) -> int | None:
-    """`obj[key]` as an integer of at least `low`; None when absent or null."""
+    """`obj[key]` as an integer in [low, high]; None when absent or null."""
     value = obj.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError((*at, key), "must be an integer")
     if low is not None and value < low:
-        raise FieldError((*at, key), f"must be at least {low}, got {value}")
+        raise FieldError((*at, key), f"must be at least {low}, got {_shown(value)}")
+    if high is not None and value > high:
+        raise FieldError((*at, key), f"must be at most {high}, got {_shown(value)}")
     return value
+
+
+def _shown(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:8]}... ({len(text.lstrip('-'))} digits)"
+
+
+def budget(obj: Mapping[str, Any], key: str, at: Path = ()) -> int | None:
+    """`obj[key]`, an output budget in tokens: an integer of at least 1, cut to
+    `MAX_OUTPUT_TOKENS` (no engine produces more; each cuts it to its context)."""
+    value = integer(obj, key, at, low=1)
+    return None if value is None else min(value, MAX_OUTPUT_TOKENS)
+
+
+def seed(obj: Mapping[str, Any], key: str, at: Path = ()) -> int | None:
+    """`obj[key]`, a sampling seed: a signed 64-bit integer (vLLM's bound)."""
+    return integer(obj, key, at, low=_SEED[0], high=_SEED[1])
 
 
 def number(
@@ -202,6 +266,54 @@ def content(value: Any, at: Path, parts: Mapping[str, str]) -> str:
     return "\n".join(texts)
 
 
+# -- history calls ------------------------------------------------------------------
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def arguments(obj: Mapping[str, Any], key: str, at: Path = ()) -> str:
+    """`obj[key]`, a history call's arguments, as JSON text: an object given as text
+    (absent, null or "" is `{}`) or as an object; or the text of an object cut off
+    before its end (a call cut by the token limit while its arguments streamed leaves
+    it), kept as written (`history` renders that call as text). Anything else (another
+    JSON value, `NaN`, text after the object, nesting past `ARGUMENTS_DEPTH`) is a 400.
+    """
+    value = obj.get(key)
+    where = (*at, key)
+    if value is None or value == "":
+        return "{}"
+    if isinstance(value, Mapping):  # the body's own bounds applied (check_body)
+        return json.dumps(value, ensure_ascii=False)
+    if not isinstance(value, str):
+        raise FieldError(where, "must be a string holding a JSON object")
+    if json_too_deep(value, ARGUMENTS_DEPTH):
+        raise FieldError(where, f"is nested deeper than {ARGUMENTS_DEPTH} levels")
+    scan = JsonValue()
+    scan.feed(value)
+    if not scan.done and value.lstrip().startswith("{"):
+        return value  # an object the model did not finish
+    try:
+        parsed = json.loads(value, parse_constant=_no_constant, parse_float=_finite)
+    except ValueError as exc:
+        raise FieldError(where, f"is not valid JSON ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise FieldError(where, f"must be a JSON object, not {type(parsed).__name__}")
+    try:
+        check_body(parsed, ARGUMENTS_DEPTH + 1)
+    except FieldError as exc:
+        raise FieldError(where, f"{exc.problem} (at {exc.param})") from None
+    return value
+
+
 # -- tools and tool_choice ----------------------------------------------------------
 
 
@@ -221,55 +333,138 @@ class ToolFields:
     schema_required: bool
     #: What to say of another tool type: which tools are served instead.
     served: str
+    #: Which other tool types are ones the provider hosts (web search, file search,
+    #: computer use, MCP...): a `HostedTool` the turn drops or refuses, not an error
+    #: here. Any other type is an error naming what is served.
+    hosted: Callable[[str], bool] = lambda kind: False
+    #: Whether `{"type": "namespace", "name", "tools": [...]}` groups served tools.
+    namespaces: bool = False
+
+
+@dataclass(frozen=True)
+class HostedTool:
+    """A declared tool the provider would run and this server cannot."""
+
+    #: Where it is declared (`("tools", 7)`).
+    path: Path
+    #: Its type (`web_search`, `web_search_20250305`, `mcp`...).
+    type: str
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """The declared tools, sorted out."""
+
+    #: The tools offered to the model, in the neutral shape (names unique).
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    #: The hosted tools, which the model is not offered (the turn's policy decides).
+    hosted: tuple[HostedTool, ...] = ()
+    #: An offered name -> (namespace, the member's name) for namespace members.
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Tools declared with `defer_loading: true`, by name, in the neutral shape: not
+    #: offered until the conversation references them (Anthropic's tool search).
+    deferred: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def tools(body: Mapping[str, Any], shape: ToolFields, max_tools: int) -> list[dict[str, Any]]:
     """The declared tools in the neutral shape ([] when none); names are unique."""
+    return toolset(body, shape, max_tools).tools
+
+
+def toolset(body: Mapping[str, Any], shape: ToolFields, max_tools: int) -> ToolSet:
+    """The declared tools: offered (namespace members under their own names, or
+    `namespace__name` where that name is taken), hosted, deferred."""
     declared = body.get("tools")
     if declared is None:
-        return []
+        return ToolSet()
     if not isinstance(declared, list):
         raise FieldError(("tools",), "must be a list of tools")
     if len(declared) > max_tools:
         raise FieldError(("tools",), f"holds {len(declared)} tools; at most {max_tools}")
-    out = []
+    out = ToolSet()
+    hosted: list[HostedTool] = []
+    members: list[tuple[str, str, str, dict[str, Any]]] = []  # namespace, name, its note
     names: set[str] = set()
     for i, tool in enumerate(declared):
         where: Path = ("tools", i)
         if not isinstance(tool, Mapping):
             raise FieldError(where, "must be an object")
         kind = tool.get("type", shape.default_type)
+        if kind == "namespace" and shape.namespaces:
+            namespace = string(tool, "name", where)
+            note = optional_string(tool, "description", where) or ""
+            inner = tool.get("tools")
+            if not isinstance(inner, list) or not inner:
+                raise FieldError((*where, "tools"), "must be a non-empty list of tools")
+            for j, member in enumerate(inner):
+                at: Path = (*where, "tools", j)
+                if not isinstance(member, Mapping):
+                    raise FieldError(at, "must be an object")
+                if member.get("type", shape.default_type) != shape.type:
+                    raise FieldError(
+                        (*at, "type"), f"is {member.get('type')!r}: {shape.served} in a namespace"
+                    )
+                entry = _tool(member, at, shape)
+                members.append((namespace, tool_function(entry)["name"], note, entry))
+            continue
         if kind != shape.type:
+            if isinstance(kind, str) and shape.hosted(kind):
+                hosted.append(HostedTool(where, kind))
+                continue
             raise FieldError(
                 (*where, "type"), f"is {kind!r}, which is not supported: {shape.served}"
             )
-        function, at = tool, where
-        if shape.nested and "function" in tool:
-            function, at = tool["function"], (*where, "function")
-            if not isinstance(function, Mapping):
-                raise FieldError(at, "must be an object")
-        name = string(function, "name", at)
+        entry = _tool(tool, where, shape)
+        name = tool_function(entry)["name"]
         if name in names:
+            at = (*where, "function") if shape.nested and "function" in tool else where
             raise FieldError((*at, "name"), f"is {name!r}, which is declared twice")
         names.add(name)
-        schema = mapping(function, shape.schema, at)
-        if schema is None and shape.schema_required:
-            raise FieldError((*at, shape.schema), "must be a JSON schema object")
-        strict = function.get("strict")
-        if strict is not None and not isinstance(strict, bool):
-            raise FieldError((*at, "strict"), "must be a boolean")
-        if shape.nested:
-            out.append(dict(tool))
-            continue
-        entry: dict[str, Any] = {"name": name}
-        if isinstance(function.get("description"), str):
-            entry["description"] = function["description"]
-        if schema is not None:
-            entry["parameters"] = dict(schema)
-        if strict is not None:
-            entry["strict"] = strict
-        out.append({"type": "function", "function": entry})
-    return out
+        deferred = tool.get("defer_loading")
+        if deferred is not None and not isinstance(deferred, bool):
+            raise FieldError((*where, "defer_loading"), "must be a boolean")
+        if deferred:
+            out.deferred[name] = entry
+        else:
+            out.tools.append(entry)
+    for namespace, name, note, entry in members:
+        offered = name if name not in names else f"{namespace}__{name}"
+        if offered in names:
+            raise FieldError(("tools",), f"names {namespace}.{name} twice")
+        names.add(offered)
+        function = dict(tool_function(entry))
+        function["name"] = offered
+        if note:
+            function["description"] = f"{note}\n{function.get('description') or ''}".rstrip()
+        out.tools.append({"type": "function", "function": function})
+        out.namespaced[offered] = (namespace, name)
+    return ToolSet(out.tools, tuple(hosted), out.namespaced, out.deferred)
+
+
+def _tool(tool: Mapping[str, Any], where: Path, shape: ToolFields) -> dict[str, Any]:
+    """One served tool, checked, in the neutral shape."""
+    function, at = tool, where
+    if shape.nested and "function" in tool:
+        function, at = tool["function"], (*where, "function")
+        if not isinstance(function, Mapping):
+            raise FieldError(at, "must be an object")
+    name = string(function, "name", at)
+    schema = mapping(function, shape.schema, at)
+    if schema is None and shape.schema_required:
+        raise FieldError((*at, shape.schema), "must be a JSON schema object")
+    strict = function.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise FieldError((*at, "strict"), "must be a boolean")
+    if shape.nested:
+        return dict(tool)
+    entry: dict[str, Any] = {"name": name}
+    if isinstance(function.get("description"), str):
+        entry["description"] = function["description"]
+    if schema is not None:
+        entry["parameters"] = dict(schema)
+    if strict is not None:
+        entry["strict"] = strict
+    return {"type": "function", "function": entry}
 
 
 def tool_names(tools: list[dict[str, Any]]) -> set[str]:

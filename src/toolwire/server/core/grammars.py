@@ -129,14 +129,26 @@ class _Metrics:
             buckets=_COMPILE_BUCKETS,
             registry=registry,
         )
-        entries = Gauge(
-            "toolwire_grammar_cache_entries", "Compiled grammars kept", registry=registry
+        # set after every change (not read on collection), so that several worker
+        # processes sum theirs (multiprocess mode: live workers only)
+        self._cache = cache
+        self.entries = Gauge(
+            "toolwire_grammar_cache_entries",
+            "Compiled grammars kept",
+            registry=registry,
+            multiprocess_mode="livesum",
         )
-        entries.set_function(lambda: len(cache))
-        size = Gauge(
-            "toolwire_grammar_cache_bytes", "Bytes of compiled grammars kept", registry=registry
+        self.size = Gauge(
+            "toolwire_grammar_cache_bytes",
+            "Bytes of compiled grammars kept",
+            registry=registry,
+            multiprocess_mode="livesum",
         )
-        size.set_function(lambda: cache.bytes)
+
+    def cached(self) -> None:
+        """The cache changed: its gauges follow."""
+        self.entries.set(len(self._cache))
+        self.size.set(self._cache.bytes)
 
 
 class GrammarService:
@@ -228,6 +240,7 @@ class GrammarService:
             compiled = self._compile(tag)
             self._metrics.seconds.labels("embedded").observe(time.perf_counter() - started)
             self.cache.put(key, compiled)
+            self._metrics.cached()
             return compiled
         finally:
             with self._lock:

@@ -4,11 +4,19 @@ Counted per request: requests by route and status, prompt and completion tokens,
 to first token, inter-token latency, parse fallbacks (calls released as content), grammar
 fallbacks (a structural tag replaced or dropped, with its reason), delimiters echoed as
 text and neutralized (a gated format's delimiter spelled from ordinary ids), runs
-ended by an error, and requests abandoned by their client. Tokens are counted for every
+ended by an error, requests abandoned by their client, hosted tools not offered (by
+type) and request fields no API names. Tokens are counted for every
 run the engine accepted, however it ended.
+
+With several worker processes (`--workers`), prometheus_client's multiprocess mode is
+on (`PROMETHEUS_MULTIPROC_DIR`, set before the workers start): every worker writes its
+values to its own files there, and `/metrics`, whichever worker answers, renders the
+sum over all of them (gauges: over live workers).
 """
 
 from __future__ import annotations
+
+import os
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -60,10 +68,28 @@ class Metrics:
             "Delimiters spelled from ordinary tokens in output, kept as text",
             registry=r,
         )
+        self.padding_ids = Counter(
+            "toolwire_padding_ids",
+            "Output ids past the tokenizer's vocabulary but within the model's (its output "
+            "layer's padding rows), read as empty text",
+            registry=r,
+        )
         self.stream_errors = Counter(
             "toolwire_stream_errors",
             "Runs ended by an error after the engine accepted them (engine failure, "
             "timeout, bad upstream data, internal error)",
+            registry=r,
+        )
+        self.hosted_tools = Counter(
+            "toolwire_hosted_tools_dropped",
+            "Declared hosted tools (web search, MCP...) not offered to the model, by type",
+            ["type"],
+            registry=r,
+        )
+        self.unknown_fields = Counter(
+            "toolwire_unknown_fields",
+            "Top-level request fields no API table names (logged by name, not acted on)",
+            ["route"],
             registry=r,
         )
         self.abandoned = Counter(
@@ -73,5 +99,11 @@ class Metrics:
         )
 
     def render(self) -> bytes:
-        """The Prometheus text exposition."""
+        """The Prometheus text exposition (summed over the workers in multiprocess mode)."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            from prometheus_client import multiprocess
+
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return bytes(generate_latest(registry))
         return bytes(generate_latest(self.registry))

@@ -22,12 +22,25 @@ Invariants:
 * After `start()`, `steps()` never raises (but for cancellation): any failure, whether
   engine, timeout, bad upstream data or a bug, ends the run with a last `Step` whose
   `error` is set, after the events `finish()` released from what the parser held.
-* What an engine returns is checked: every id an integer of the vocabulary, and no
-  more ids than `max_tokens` (the excess is cut and the run ends with `length`).
+* What an engine returns is checked: every id an integer of the model's vocabulary
+  (`Engine.vocab_size`, the rows of its output layer), and no more ids than
+  `max_tokens` (the excess is cut and the run ends with `length`). Ids past the
+  tokenizer's vocabulary but within the model's (the layer's padding rows, which a
+  sampler can pick) are empty text: counted, and not fed to the parser; only ids
+  past the model's are an engine error.
+* Progress means tokens: past `Limits.token_timeout` without a new id (however busy
+  the engine keeps the connection: SSE comments, events without ids), the run ends
+  with a 504, as past the request's own `timeout`.
 * The engine stream is always closed (the generation stops) when the run ends,
   whether by completion, stop string, error, timeout or the client going away; the
   run's tokens are counted once, however it ended.
 * A request that declares no tools parses with `tools=[]`: no call can be returned.
+* The prompt fits the model: at most its context less one id (the context is the
+  GGUF's training context, or the upstream's `max_model_len`), or
+  `--max-prompt-tokens`; past it, a 400 naming the messages (each API's own field).
+  The output budget is what the request asked, cut to the context the prompt leaves
+  (a client asking for 128000 tokens of an 8192-token model gets what fits, and
+  `length` when it runs out), never a refusal.
 * Errors name the neutral request's fields (`messages`, `tools`, `response_format`);
   each API's field table renames them to its own.
 """
@@ -38,25 +51,40 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
+from typing import Any, Protocol
 
-from toolwire.backends.base import Delta, Engine, EngineError, Generation
+from toolwire.backends.base import Delta, Engine, EngineError, Generation, TokenLogprob
+from toolwire.backends.grammar_backend import request_grammar
 from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin
-from toolwire.grammar import structural_tag_with_reason
 from toolwire.grammar.output import output_tag
-from toolwire.grammar.policy import loosen
+from toolwire.grammar.policy import GrammarPolicy, loosen
 from toolwire.parser import Parser
 from toolwire.prompt import Prompt, render_prompt
 from toolwire.server.core.errors import ApiError, failure
+from toolwire.server.core.history import continuable
 from toolwire.server.core.metrics import Metrics
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.stops import StopMatcher
+from toolwire.server.core.tracing import span
 from toolwire.server.core.watch import CallWatch
 
-__all__ = ["ChoiceRun", "Limits", "Plan", "Step", "finish_reason", "plan", "warm_up"]
+__all__ = [
+    "ChoiceRun",
+    "Chosen",
+    "Limits",
+    "Plan",
+    "Run",
+    "Step",
+    "finish_reason",
+    "plan",
+    "prompt_limit",
+    "serves",
+    "warm_up",
+]
 
 log = logging.getLogger("toolwire.server")
 
@@ -69,6 +97,8 @@ class Limits:
     default_max_tokens: int = 512
     #: Seconds one request may take, first byte to last (None: no limit).
     timeout: float | None = 600.0
+    #: Seconds the engine may go without producing a token (None: no limit).
+    token_timeout: float | None = None
     #: Stream argument fragments as they come instead of holding calls until complete.
     stream_tool_arguments: bool = False
     #: Largest request body accepted, in bytes (larger: 413).
@@ -77,6 +107,17 @@ class Limits:
     max_tools: int = 128
     #: Deepest JSON nesting accepted anywhere in a request body.
     max_nesting: int = 64
+    #: Largest client-supplied field an answer echoes (Responses' `instructions`,
+    #: `tools`, `text`...), as JSON bytes.
+    max_echo_bytes: int = 512 * 1024
+    #: The operator's guidance policy: when requests get a structural tag, and how.
+    guidance: GrammarPolicy = field(default_factory=GrammarPolicy)
+    #: Declared hosted tools (web search, MCP...): "drop" (not offered, said in a
+    #: header and a metric) or "refuse" (a 400 naming the tool).
+    hosted_tools: str = "drop"
+    #: More model names a request may send for the engine's model: names, or
+    #: `fnmatch` patterns (`claude-*`, `*`).
+    model_aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +134,16 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class Chosen:
+    """A returned token: its text (the id's, as the parser read it), its log
+    probability, and the most likely alternatives (text, log probability), best first."""
+
+    text: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Step:
     """Events from one engine delta; the last step carries the finish reason, or the
     error that ended the run (then `finish_reason` is None)."""
@@ -102,6 +153,45 @@ class Step:
     finish_reason: str | None = None
     #: Why the run ended early; each API formats it in its own error shape.
     error: ApiError | None = None
+    #: The log probabilities of the ids this step fed the parser (when asked), but
+    #: special tokens, which never reach the answer.
+    logprobs: list[Chosen] = field(default_factory=list)
+    #: The choice this step belongs to (Chat Completions' `n`).
+    choice: int = 0
+
+
+class Run(Protocol):
+    """What a framer reads of a running request: one `ChoiceRun`, or the `Choices` of
+    an `n` > 1 request (`core/choices.py`)."""
+
+    # the finish reason, the stop string that ended it, and the log probabilities are
+    # the first choice's, for `Choices`
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def completion_tokens(self) -> int: ...
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+    @property
+    def parse_seconds(self) -> float: ...
+
+    @property
+    def logprobs(self) -> list[Chosen]: ...
+
+    @property
+    def stop_string(self) -> str | None: ...
+
+    async def start(self) -> None: ...
+
+    def steps(self) -> AsyncIterator[Step]: ...
+
+    async def collect(self) -> list[Event]: ...
+
+    async def aclose(self) -> None: ...
 
 
 def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> str:
@@ -112,10 +202,49 @@ def finish_reason(engine_reason: str | None, *, calls: int, stopped: bool) -> st
     return "tool_calls" if calls else "stop"
 
 
+def serves(engine: Engine, limits: Limits, model: str) -> bool:
+    """Whether `model` names the engine's model (its name, or an alias or pattern)."""
+    return model == engine.model or any(fnmatchcase(model, p) for p in limits.model_aliases)
+
+
+def prompt_limit(engine: Engine) -> tuple[int | None, str]:
+    """The most prompt ids the engine takes, and where that bound comes from: the
+    model's context less one id for the answer, or `--max-prompt-tokens` if lower."""
+    bounds: list[tuple[int, str]] = []
+    if engine.context_length is not None:
+        bounds.append(
+            (
+                engine.context_length - 1,
+                f"the model's context of {engine.context_length} tokens, less one for the answer",
+            )
+        )
+    if engine.max_prompt_tokens is not None:
+        bounds.append((engine.max_prompt_tokens, "--max-prompt-tokens"))
+    if not bounds:
+        return None, ""
+    return min(bounds)
+
+
+def _sized(engine: Engine, prompt: Prompt, asked: int) -> int:
+    """The output budget: what was asked, within the context the prompt leaves; a
+    prompt past the engine's bound is a 400 naming the messages."""
+    limit, why = prompt_limit(engine)
+    if limit is not None and len(prompt.ids) > limit:
+        raise ApiError(
+            400,
+            f"the prompt is {len(prompt.ids)} tokens, more than this server takes ({limit}: {why})",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    if engine.context_length is None:
+        return asked
+    return max(1, min(asked, engine.context_length - len(prompt.ids)))
+
+
 def _render(engine: Engine, request: ChatRequest) -> Prompt:
     try:
         return render_prompt(
-            request.messages,
+            continuable(request.messages),
             engine.tokenizer,
             tools=request.tools,
             format=engine.format,
@@ -123,7 +252,6 @@ def _render(engine: Engine, request: ChatRequest) -> Prompt:
             add_generation_prompt=True,
             isolate=True,
             template_kwargs=request.template_kwargs or None,
-            max_prompt_tokens=engine.max_prompt_tokens,
         )
     except PromptError as exc:
         raise ApiError(
@@ -135,11 +263,13 @@ def _render(engine: Engine, request: ChatRequest) -> Prompt:
 
 #: Fallback codes of `structural_tag_with_reason` that mean a constraint was lost or
 #: weakened (the others say no constraint was wanted: no tools, scope, disabled).
-_FALLBACKS = frozenset({"relaxed", "compile_failed", "unsupported_format", "unknown_format"})
+_FALLBACKS = frozenset(
+    {"relaxed", "compile_failed", "unsupported_format", "unknown_format", "unsupported_backend"}
+)
 
 
 def _relaxed_tag(
-    engine: Engine, request: ChatRequest, in_reasoning: bool
+    engine: Engine, request: ChatRequest, in_reasoning: bool, policy: GrammarPolicy
 ) -> Callable[[], dict[str, Any] | None]:
     """The tag to send when the engine rejects the planned one: for required/named, the
     native envelope with any JSON object as arguments (every tool `strict: false`); for
@@ -148,34 +278,44 @@ def _relaxed_tag(
     def relaxed() -> dict[str, Any] | None:
         if request.tool_choice in (None, "auto") or not request.tools:
             return None
-        return structural_tag_with_reason(
+        return request_grammar(
+            engine,
             engine.format,
             loosen(request.tools),
             tool_choice=request.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
             tokenizer=engine.tokenizer,
             in_reasoning=in_reasoning,
+            policy=policy,
         ).tag
 
     return relaxed
 
 
 def _structural_tag(
-    engine: Engine, request: ChatRequest, in_reasoning: bool
+    engine: Engine, request: ChatRequest, in_reasoning: bool, policy: GrammarPolicy
 ) -> tuple[dict[str, Any] | None, str, tuple[str, ...]]:
     """The tag for this request, a fallback code ('' when none) and the reasons."""
     if request.response_format is not None:
+        if not policy.enabled:
+            raise ApiError(
+                400,
+                "response_format cannot be enforced: this server runs with guidance off",
+                param="response_format",
+            )
         return _output_tag(engine, request.response_format, in_reasoning)
     if not engine.constrains or not request.tools or request.tool_choice == "none":
         return None, "", ()
     try:
-        result = structural_tag_with_reason(
+        result = request_grammar(
+            engine,
             engine.format,
             request.tools,
             tool_choice=request.tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
             tokenizer=engine.tokenizer,
             in_reasoning=in_reasoning,
+            policy=policy,
         )
     except ToolwireError as exc:
         raise ApiError(400, str(exc), param="tools") from exc
@@ -207,12 +347,20 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
     Blocking (template rendering, tokenization, grammar checks): servers run it off
     the event loop.
     """
-    if request.model != engine.model:
+    if not serves(engine, limits, request.model):
+        also = "".join(f", {a!r}" for a in limits.model_aliases)
         raise ApiError(
             404,
-            f"The model {request.model!r} does not exist; this server serves {engine.model!r}",
+            f"The model {request.model!r} does not exist; this server serves "
+            f"{engine.model!r}{also} (--served-model-name)",
             param="model",
             code="model_not_found",
+        )
+    if request.top_logprobs is not None and not engine.logprobs:
+        raise ApiError(
+            400,
+            "logprobs are not available on this engine (the embedded engine and vLLM return them)",
+            param="logprobs",
         )
     if request.response_format is not None and request.tools and request.tool_choice != "none":
         raise ApiError(
@@ -220,18 +368,21 @@ def plan(engine: Engine, request: ChatRequest, limits: Limits) -> Plan:
             "response_format cannot be combined with tools (unless tool_choice is 'none')",
             param="response_format",
         )
-    prompt = _render(engine, request)
+    with span("render"):
+        prompt = _render(engine, request)
     in_reasoning = bool(prompt.in_reasoning)
-    tag, fallback, reasons = _structural_tag(engine, request, in_reasoning)
+    with span("grammar", stage="build"):
+        tag, fallback, reasons = _structural_tag(engine, request, in_reasoning, limits.guidance)
     generation = Generation(
         prompt_ids=list(prompt.ids),
-        max_tokens=request.max_tokens or limits.default_max_tokens,
+        max_tokens=_sized(engine, prompt, request.max_tokens or limits.default_max_tokens),
         temperature=request.temperature,
         top_p=request.top_p,
         seed=request.seed,
         structural_tag=tag,
+        logprobs=request.top_logprobs,
         fallback_tag=(
-            _relaxed_tag(engine, request, in_reasoning)
+            _relaxed_tag(engine, request, in_reasoning, limits.guidance)
             if tag is not None and request.response_format is None
             else None
         ),
@@ -255,7 +406,7 @@ WARM_UP_TOOL: dict[str, Any] = {
 }
 
 
-def warm_up(engine: Engine) -> None:
+def warm_up(engine: Engine, limits: Limits | None = None) -> None:
     """Plan one tool request, so the first client does not pay for grammar setup."""
     request = ChatRequest(
         model=engine.model,
@@ -263,7 +414,7 @@ def warm_up(engine: Engine) -> None:
         tools=[WARM_UP_TOOL],
         tool_choice="required",
     )
-    planned = plan(engine, request, Limits())
+    planned = plan(engine, request, limits or Limits())
     warm = getattr(engine, "warm_up", None)
     if callable(warm):
         warm(planned.generation)
@@ -315,15 +466,25 @@ class ChoiceRun:
         self._stops = StopMatcher([] if _forced(plan) else request.stop)
         self._watch = CallWatch(self._parser, enabled=request.tool_choice != "none")
         self._vocab = engine.tokenizer.vocab_size
+        self._rows = max(self._vocab, engine.vocab_size)
         self._budget = plan.generation.max_tokens
         self.prompt_tokens = len(plan.generation.prompt_ids)
         self.completion_tokens = 0
         self.calls = 0
+        #: Seconds spent in the parser and the stop strings (the trace's `parse`).
+        self.parse_seconds = 0.0
         self.finish_reason: str | None = None
+        #: Every step's log probabilities so far (when asked).
+        self.logprobs: list[Chosen] = []
         self._stream: AsyncIterator[Delta] | None = None
         self._first: Delta | None = None
         self._started = 0.0
-        self._deadline: float | None = None
+        self._deadline: asyncio.TimerHandle | None = None  # the whole run's
+        self._idle: asyncio.TimerHandle | None = None  # the token timeout's
+        self._progress = 0.0  # when the engine last produced a token (the loop's clock)
+        self._expired: str | None = None  # "run" or "idle", once a timer fired
+        self._waiter: asyncio.Task[Any] | None = None
+        self._idle_loop: asyncio.AbstractEventLoop  # (set by start)
         self._last: float | None = None
         self._ended = False
         self._accounted = False
@@ -336,17 +497,30 @@ class ChoiceRun:
     # -- the engine side ---------------------------------------------------------
 
     async def start(self) -> None:
-        """Send the request and wait for the engine's first delta (or its end).
+        """Send the request and wait for the engine's first token (or its end).
 
         Raises `ApiError` (502 engine failure, 504 stall, ...) when the engine does not
-        accept the request; the run is then closed and counted.
+        accept the request; the run is then closed and counted. Deltas without ids
+        before the first token are no answer yet (a grammar fallback they report is
+        kept for the first one).
         """
         self._started = time.perf_counter()
-        timeout = self._limits.timeout
-        self._deadline = None if timeout is None else self._started + timeout
+        timeout, idle = self._limits.timeout, self._limits.token_timeout
+        loop = self._idle_loop = asyncio.get_running_loop()
+        if timeout is not None:  # one timer for the whole run, not one per delta
+            self._deadline = loop.call_later(timeout, self._expire, "run")
+        if idle is not None:  # re-armed only when it fires after progress
+            self._progress = loop.time()
+            self._idle = loop.call_later(idle, self._check_idle, idle)
         self._stream = self._engine.stream(self._plan.generation)
         try:
-            self._first = await self._next()
+            first = await self._next()
+            while first is not None and not first.ids and first.finish_reason is None:
+                fallback = first.grammar_fallback
+                first = await self._next()
+                if fallback and first is not None and not first.grammar_fallback:
+                    first = replace(first, grammar_fallback=fallback)
+            self._first = first
         except Exception as exc:
             self._ended = True  # refused, not abandoned
             await self.aclose()
@@ -355,27 +529,49 @@ class ChoiceRun:
             await self.aclose()
             raise
 
+    def _expire(self, which: str) -> None:
+        """A timer passed: a wait for the engine ends now (the task waiting is
+        cancelled, as `asyncio.timeout` does), and no later one starts."""
+        self._expired = self._expired or which
+        if self._waiter is not None:
+            self._waiter.cancel()
+
+    def _check_idle(self, idle: float) -> None:
+        """The token timeout's timer: expired when no id came for `idle` seconds, else
+        set again for `idle` after the last one (however busy the connection was)."""
+        due = self._progress + idle - self._idle_loop.time()
+        if due <= 0:
+            self._expire("idle")
+        else:
+            self._idle = self._idle_loop.call_later(due, self._check_idle, idle)
+
+    def _timed_out(self) -> ApiError:
+        if self._expired == "idle":
+            message = f"the engine produced no token for {self._limits.token_timeout:g} s"
+        else:
+            message = f"the request took longer than {self._limits.timeout:g} s"
+        return ApiError(504, message, type="timeout", code="timeout")
+
     async def _next(self) -> Delta | None:
         assert self._stream is not None
+        if self._expired:
+            raise self._timed_out()
+        task = self._waiter = asyncio.current_task()
         try:
-            if self._deadline is None:
-                delta = await anext(self._stream)
-            else:
-                remaining = self._deadline - time.perf_counter()
-                if remaining <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(remaining):  # in this task: no task per delta
-                    delta = await anext(self._stream)
+            delta = await anext(self._stream)
         except StopAsyncIteration:
             return None
-        except TimeoutError:
-            raise ApiError(
-                504,
-                f"the request took longer than {self._limits.timeout:g} s",
-                type="timeout",
-                code="timeout",
-            ) from None
-        return self._checked(delta)
+        except asyncio.CancelledError:
+            # a timer's cancel, unless the task was cancelled for another reason too
+            if self._expired and task is not None and task.uncancel() == 0:
+                raise self._timed_out() from None
+            raise
+        finally:
+            self._waiter = None
+        checked = self._checked(delta)
+        if checked.ids and self._idle is not None:
+            self._progress = self._idle_loop.time()
+        return checked
 
     def _checked(self, delta: Any) -> Delta:
         """The delta, if its ids are ids of this vocabulary; cut to the token budget."""
@@ -387,18 +583,32 @@ class ChoiceRun:
                 bad = next(i for i in ids if type(i) is not int)
                 raise EngineError(f"the engine returned a token id that is not an integer: {bad!r}")
             low, high = min(ids), max(ids)
-            if low < 0 or high >= self._vocab:
+            if low < 0 or high >= self._rows:
                 bad = low if low < 0 else high
                 raise EngineError(
-                    f"the engine returned token id {bad}, outside the vocabulary "
-                    f"(0..{self._vocab - 1})"
+                    f"the engine returned token id {bad}, outside the model's vocabulary "
+                    f"(0..{self._rows - 1})"
                 )
         if delta.finish_reason not in (None, "stop", "length"):
             raise EngineError(f"the engine returned finish reason {delta.finish_reason!r}")
+        if self._plan.generation.logprobs is not None and (
+            delta.logprobs is None or len(delta.logprobs) != len(ids)
+        ):
+            raise EngineError("the engine returned no log probability for some ids")
         left = self._budget - self.completion_tokens
         if len(ids) > left:  # the engine went past max_tokens: cut, and end there
-            return Delta(ids[:left], "length")
+            cut = None if delta.logprobs is None else delta.logprobs[:left]
+            return Delta(ids[:left], "length", logprobs=cut)
         return delta
+
+    def _texts(self, ids: list[int]) -> list[int]:
+        """The ids that have text: those past the tokenizer's vocabulary (the output
+        layer's padding rows) are dropped, and counted."""
+        if not ids or max(ids) < self._vocab:
+            return ids
+        kept = [i for i in ids if i < self._vocab]
+        self._metrics.padding_ids.inc(len(ids) - len(kept))
+        return kept
 
     # -- the parser side ---------------------------------------------------------
 
@@ -489,11 +699,24 @@ class ChoiceRun:
                 self._metrics.itl.observe(now - self._last)
             self._last = now
         self.completion_tokens += len(delta.ids)
-        events = self._events(self._parser.feed(delta.ids))
+        events = self._events(self._parser.feed(self._texts(delta.ids)))
+        logprobs = self._chosen(delta.logprobs or ())
+        self.logprobs += logprobs
         if delta.finish_reason is not None or self._stops.stopped:
             events += self._close(delta.finish_reason)
-            return Step(events, self.finish_reason)
-        return Step(events) if events else None
+            self.parse_seconds += time.perf_counter() - now
+            return Step(events, self.finish_reason, logprobs=logprobs)
+        self.parse_seconds += time.perf_counter() - now
+        return Step(events, logprobs=logprobs) if events or logprobs else None
+
+    def _chosen(self, entries: Iterable[TokenLogprob]) -> list[Chosen]:
+        """Entries with each id's text; special tokens (never in an answer) left out."""
+        tok = self._engine.tokenizer
+        return [
+            Chosen(tok.token_text(e.id), e.logprob, tuple((tok.token_text(i), p) for i, p in e.top))
+            for e in entries
+            if e.id not in tok.special_ids
+        ]
 
     async def collect(self) -> list[Event]:
         """The whole run's events (after `start()`); raises the error that ended it."""
@@ -506,6 +729,9 @@ class ChoiceRun:
 
     async def aclose(self) -> None:
         """Stop the generation and count the run (idempotent)."""
+        for timer in (self._deadline, self._idle):
+            if timer is not None:
+                timer.cancel()
         stream, self._stream = self._stream, None
         try:
             if stream is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolwire.server.core.fields import HostedTool
+
 __all__ = ["ChatRequest"]
 
 
@@ -36,3 +38,12 @@ class ChatRequest:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     #: The JSON schema the answer must follow (`response_format`), or None.
     response_format: dict[str, Any] | None = None
+    #: Declared tools the provider would run (not offered; the turn drops or refuses).
+    hosted_tools: tuple[HostedTool, ...] = ()
+    #: Top-level fields of the body that the API's table does not name (logged, counted).
+    unknown_fields: tuple[str, ...] = ()
+    #: Choices to generate (Chat Completions' `n`).
+    n: int = 1
+    #: Per returned token: its log probability, and this many most likely alternatives
+    #: (None: no logprobs).
+    top_logprobs: int | None = None

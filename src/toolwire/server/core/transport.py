@@ -15,6 +15,9 @@ Invariants:
   framed the same way.
 * A non-streaming request whose client goes away is cancelled: the run's engine
   stream is closed, so the generation stops.
+* `Framer.settle()` is awaited once the last step is framed and before its bytes are
+  sent (the Responses API stores the finished response there, off the event loop, so
+  a client told it completed can continue it at once).
 """
 
 from __future__ import annotations
@@ -30,16 +33,20 @@ from fastapi import Request
 from toolwire.events import Event
 from toolwire.server.core.errors import ApiError, failure
 from toolwire.server.core.metrics import Metrics
-from toolwire.server.core.pipeline import ChoiceRun, Step
+from toolwire.server.core.pipeline import Run, Step
 
 __all__ = ["ClientGone", "Framer", "read_json", "sse", "stream", "unless_disconnected"]
 
 T = TypeVar("T")
 
 
+#: One encoder for every event: `json.dumps` with options builds a new one per call.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def sse(payload: dict[str, Any], event: str | None = None) -> bytes:
     """One server-sent event carrying `payload` as JSON (with an `event:` name if given)."""
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    data = _encode(payload).encode()
     head = f"event: {event}\n".encode() if event else b""
     return head + b"data: " + data + b"\n\n"
 
@@ -127,29 +134,41 @@ class Framer(Protocol):
         """The last bytes of every stream, whatever happened (`data: [DONE]`)."""
         ...
 
+    async def settle(self) -> None:
+        """What must be done before the client hears the answer is complete: awaited
+        after the finishing step (or `whole`) is framed, before it is sent."""
+        ...
+
     def whole(self, events: list[Event]) -> dict[str, Any]:
         """The non-streamed answer: all events of the finished run, as one JSON body."""
         ...
 
 
-async def stream(run: ChoiceRun, framer: Framer, metrics: Metrics) -> AsyncIterator[bytes]:
-    """The response body of a started run: always ends with `framer.closing()`."""
+async def stream(run: Run, framer: Framer, metrics: Metrics) -> AsyncIterator[bytes]:
+    """The response body of a started run: always ends with `framer.closing()`.
+
+    One piece (one write to the socket) per step, whatever number of events and
+    chunks it holds: the step is everything the engine had delivered, so nothing that
+    arrived waits. The last step goes out with the closing bytes.
+    """
+    last: list[bytes] = []
     try:
-        for data in framer.opening():
-            yield data
+        yield b"".join(framer.opening())
         async for step in run.steps():
             if step.error is not None:
-                for data in framer.step(Step(step.events)):
-                    yield data
-                for data in framer.error(step.error):
-                    yield data
+                last = [*framer.step(Step(step.events)), *framer.error(step.error)]
                 break
-            for data in framer.step(step):
-                yield data
+            if step.finish_reason is not None:  # a choice's last step: with the closing
+                if last:  # (n > 1: an earlier choice's last step goes out now)
+                    yield b"".join(last)
+                last = list(framer.step(step))
+                await framer.settle()  # (what the last step says is stored before it goes)
+            else:
+                data = b"".join(framer.step(step))
+                if data:
+                    yield data
     except Exception as exc:  # the framer failed (a bug): still end the stream properly
         metrics.stream_errors.inc()
         await run.aclose()
-        for data in framer.error(failure(exc)):
-            yield data
-    for data in framer.closing():
-        yield data
+        last = list(framer.error(failure(exc)))
+    yield b"".join([*last, *framer.closing()])

@@ -5,11 +5,12 @@ Routes::
     POST /v1/messages                parse_messages -> turn -> MessagesFramer -> JSON or SSE
     POST /v1/messages/count_tokens   parse_messages -> plan -> the rendered prompt's length
 
-`x-api-key`, `authorization` and `anthropic-version` headers are accepted (this server
-does not authenticate). Errors are `{"type": "error", "error": {"type", "message"}}`
-with Anthropic's statuses and types: 400 `invalid_request_error` (the message starts
-with the field's dotted path), 404 `not_found_error` (unknown model), 500/502
-`api_error` (the engine failed before its first token), 504 `timeout_error`, 413
+`x-api-key` and `authorization` carry the caller's key when the server has keys
+(`core/auth.py`); `anthropic-version` is accepted. Errors are `{"type": "error",
+"error": {"type", "message"}}` with Anthropic's statuses and types: 400
+`invalid_request_error` (the message starts with the field's dotted path), 401
+`authentication_error`, 404 `not_found_error` (unknown model), 500/502 `api_error`
+(the engine failed before its first token), 504 `timeout_error`, 413
 `request_too_large`. The pipeline's `response_format` is `output_config.format`.
 After the stream started, a failure stops the open block and ends the stream with an
 `error` event.
@@ -18,6 +19,7 @@ After the stream started, a failure stops the open block and ends the stream wit
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,14 +27,14 @@ from fastapi.responses import JSONResponse, Response
 
 from toolwire.events import Event
 from toolwire.server.core.errors import ApiError, FieldError
-from toolwire.server.core.pipeline import ChoiceRun, Limits, Step
+from toolwire.server.core.pipeline import Limits, Run, Step
 from toolwire.server.core.request import ChatRequest
 from toolwire.server.core.transport import sse
 from toolwire.server.core.turn import Turn
-from toolwire.server.messages.request import parse_messages
+from toolwire.server.messages.request import parse_messages, thinking_omitted
 from toolwire.server.messages.writer import MessageWriter, new_message_id
 
-__all__ = ["MessagesApi", "MessagesFramer", "add_routes", "anthropic_error"]
+__all__ = ["MessagesApi", "MessagesFramer", "MessagesRequest", "add_routes", "anthropic_error"]
 
 _COUNT = "/v1/messages/count_tokens"
 _TYPES = {
@@ -62,11 +64,25 @@ def anthropic_error(error: ApiError) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
+@dataclass(frozen=True)
+class MessagesRequest:
+    """A validated Messages request: the neutral request, and how to write its answer."""
+
+    chat: ChatRequest
+    #: `thinking.display: omitted`.
+    omit_thinking: bool = False
+
+
 class MessagesFramer:
     """The Messages API on the wire: named SSE events, an `error` event on failure."""
 
-    def __init__(self, request: ChatRequest, run: ChoiceRun) -> None:
-        self._writer = MessageWriter(new_message_id(), request.model, run.prompt_tokens)
+    def __init__(self, request: MessagesRequest, run: Run) -> None:
+        self._writer = MessageWriter(
+            new_message_id(),
+            request.chat.model,
+            run.prompt_tokens,
+            omit_thinking=request.omit_thinking,
+        )
         self._run = run
 
     def opening(self) -> list[bytes]:
@@ -87,6 +103,9 @@ class MessagesFramer:
     def closing(self) -> list[bytes]:
         return []  # the Messages stream ends with message_stop or error, no [DONE]
 
+    async def settle(self) -> None:
+        return None  # nothing is kept
+
     def whole(self, events: list[Event]) -> dict[str, Any]:
         run = self._run
         assert run.finish_reason is not None
@@ -101,11 +120,11 @@ class MessagesApi:
     route = "/v1/messages"
     fields: Mapping[str, str] = {"response_format": "output_config.format"}
 
-    def adapt(self, body: Any, limits: Limits) -> tuple[ChatRequest, ChatRequest]:
-        request = parse_messages(body, max_tools=limits.max_tools)
-        return request, request
+    def adapt(self, body: Any, limits: Limits) -> tuple[MessagesRequest, ChatRequest]:
+        chat = parse_messages(body, max_tools=limits.max_tools)
+        return MessagesRequest(chat, thinking_omitted(body)), chat
 
-    def framer(self, request: ChatRequest, run: ChoiceRun) -> MessagesFramer:
+    def framer(self, request: MessagesRequest, run: Run) -> MessagesFramer:
         return MessagesFramer(request, run)
 
     def error_body(self, error: ApiError) -> dict[str, Any]:
@@ -130,4 +149,4 @@ def add_routes(app: FastAPI, turn: Turn) -> None:
             _, planned = await turn.plan(await turn.read(http), _counted)
             return JSONResponse({"input_tokens": len(planned.generation.prompt_ids)})
 
-        return await turn.answer(api, _COUNT, work)
+        return await turn.answer(api, _COUNT, http, work)

@@ -11,7 +11,8 @@ a streamed message and a whole one are the same object by construction.
 Mapping, per segment (see `segments`), with block indexes 0, 1, 2... in order:
 
 - reasoning -> a `thinking` block (`thinking_delta`s; `signature` is "": this server
-  signs nothing, and ignores signatures it is sent);
+  signs nothing, and ignores signatures it is sent); with `omit_thinking`
+  (`thinking.display: omitted`) the block comes without its text, as Anthropic's;
 - text -> a `text` block (`text_delta`s);
 - call -> a `tool_use` block (the parser's call id, the name, `input` {} at the start,
   `input_json_delta`s carrying the argument text; the final block's `input` is the
@@ -65,7 +66,11 @@ def _input(arguments: str) -> Any:
 class MessageWriter:
     """Builds one message, streamed or whole, from the events of one turn."""
 
-    def __init__(self, message_id: str, model: str, prompt_tokens: int) -> None:
+    def __init__(
+        self, message_id: str, model: str, prompt_tokens: int, *, omit_thinking: bool = False
+    ) -> None:
+        #: `thinking.display: omitted`: thinking blocks come without their text.
+        self._omit_thinking = omit_thinking
         self._segmenter = Segmenter()
         self._block: dict[str, Any] | None = None
         self._text: list[str] = []
@@ -100,10 +105,14 @@ class MessageWriter:
             if isinstance(item, Opened):
                 out.append(self._open(item))
             elif isinstance(item, Grew):
-                out.append(self._grow(item.text))
+                if not (self._omit_thinking and self._block_type() == "thinking"):
+                    out.append(self._grow(item.text))
             elif isinstance(item, Closed):
                 out.append(self._close())
         return out
+
+    def _block_type(self) -> str | None:
+        return None if self._block is None else str(self._block["type"])
 
     def _open(self, opened: Opened) -> Sse:
         self._text = []

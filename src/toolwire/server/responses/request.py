@@ -29,14 +29,20 @@ output or a user's text reaches the model as ordinary sub-word ids.
 the answer is kept to the schema by the structural tag (the API's field table names
 it back `text.format` in errors, and the pipeline's `messages` `input`).
 
+Tools: `function` tools; `namespace` tools as their member functions (a
+`function_call` item's `namespace` maps back to the name its member was offered as);
+hosted tools (`HOSTED`: web search, file search, computer use, MCP...) are not offered
+and reach the turn as `hosted_tools`. `developer` and `system` messages anywhere in
+`input` keep their place.
+
 Every rejection is a `FieldError` (a 400) naming the field (`input[2].call_id`,
-`tools[0].type`, `max_output_tokens`). Features this server cannot honour (hosted
-tools, images and files, background mode) are rejected by name rather than ignored.
+`tools[0].type`, `max_output_tokens`). Every top-level field is in `SURFACE`, acted on,
+accepted or refused by name (images and files, background mode...); the turn reports
+any other.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,25 +50,116 @@ from typing import Any
 from toolwire.server.core import fields
 from toolwire.server.core.errors import FieldError, Path
 from toolwire.server.core.request import ChatRequest
+from toolwire.server.core.surface import Surface, accepts, acts, refuse, refuses, unknown
 
-__all__ = ["ResponsesRequest", "parse_responses", "to_messages"]
+__all__ = ["HOSTED", "SURFACE", "ResponsesRequest", "parse_responses", "to_messages"]
 
-_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
+_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh", "max"})
 _SUMMARIES = frozenset({"auto", "concise", "detailed"})
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 #: Text part types, and the key of their text.
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text"}
 _ENCRYPTED = "reasoning.encrypted_content"
 _PLAIN: dict[str, Any] = {"format": {"type": "text"}}
+#: The tool types OpenAI runs itself (the SDK's `Tool` union, less functions,
+#: namespaces and custom tools).
+HOSTED = frozenset(
+    {
+        "file_search",
+        "computer",
+        "computer_use",
+        "computer_use_preview",
+        "web_search",
+        "web_search_2025_08_26",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "mcp",
+        "code_interpreter",
+        "programmatic_tool_calling",
+        "image_generation",
+        "local_shell",
+        "shell",
+        "tool_search",
+        "apply_patch",
+    }
+)
 _TOOLS = fields.ToolFields(
     type="function",
     default_type=None,
     nested=False,
     schema="parameters",
     schema_required=False,
-    served="only 'function' tools (hosted tools such as web_search or file_search are "
-    "not available here)",
+    served="only 'function' and 'namespace' tools",
+    hosted=HOSTED.__contains__,
+    namespaces=True,
 )
+#: `include` values: acted on, or refused; the others name outputs of hosted tools,
+#: which never run here (accepted, nothing to include).
+_INCLUDE_REFUSED = {"message.output_text.logprobs": "logprobs are not returned here"}
+_VERBOSITY = frozenset({"low", "medium", "high"})
+
+#: Every top-level field of a Responses request (the README's table is made from it).
+SURFACE: Surface = {
+    "model": acts("must be a served model name (`--served-model-name`)"),
+    "input": acts(
+        "a string, or `message` (`input_text`/`output_text`), `function_call` (with "
+        "`namespace`), `function_call_output` and `reasoning` items; `system` and "
+        "`developer` messages anywhere, in order"
+    ),
+    "instructions": acts("a system message, first"),
+    "tools": acts(
+        "`function` tools; `namespace` tools as their member functions (calls come back "
+        "with `namespace`); hosted tools (`web_search`, `file_search`, `computer`, "
+        "`code_interpreter`, `mcp`, `image_generation`...) are not offered, and named in "
+        "the `toolwire-hosted-tools-dropped` header (or a 400 with "
+        "`--hosted-tools refuse`); `defer_loading` functions are not offered (no tool search "
+        "runs here)"
+    ),
+    "tool_choice": acts('`auto`, `none`, `required`, `{"type": "function", "name"}`'),
+    "parallel_tool_calls": acts("`false`: at most one call"),
+    "max_output_tokens": acts("bounded by the context left after the prompt"),
+    "max_tool_calls": accepts(
+        "bounds calls to built-in tools, none of which run here (function calls are not "
+        "counted, as OpenAI's)"
+    ),
+    "temperature": acts("sampling"),
+    "top_p": acts("sampling"),
+    "reasoning": acts(
+        "`effort` (`none`...`xhigh`, `max`) is the template's `reasoning_effort` and "
+        "`enable_thinking`; `summary` is accepted (no summary is generated)"
+    ),
+    "text": acts(
+        "`format` (`json_object`, `json_schema`) keeps the answer to the schema; "
+        "`verbosity` is accepted (the model's own length)"
+    ),
+    "stream": acts("server-sent events"),
+    "store": acts("`false`: nothing is kept"),
+    "previous_response_id": acts("continues a stored response"),
+    "include": acts(
+        "`reasoning.encrypted_content` returns the reasoning text there; "
+        "`message.output_text.logprobs` is refused; hosted tools' outputs are accepted "
+        "(none run)"
+    ),
+    "metadata": acts("echoed in the response"),
+    "prompt_cache_key": accepts("the engine's prefix cache needs no key"),
+    "prompt_cache_retention": accepts("the engine's prefix cache decides"),
+    "prompt_cache_options": accepts("the engine's prefix cache decides"),
+    "client_metadata": accepts("kept no further"),
+    "safety_identifier": accepts("kept no further"),
+    "user": accepts("kept no further"),
+    "service_tier": accepts("one tier here (`default` in the response)"),
+    "stream_options": accepts("no obfuscation is added"),
+    "truncation": refuses("only `disabled`: a prompt past the context is a 400", "disabled"),
+    "top_logprobs": refuses("logprobs are not returned on this API", 0),
+    "background": refuses("no background mode", False),
+    "background_options": refuses("no background mode"),
+    "conversation": refuses("no conversations: use `previous_response_id`"),
+    "prompt": refuses("no stored prompt templates"),
+    "context_management": refuses("no server-side compaction"),
+    "moderation": refuses("no moderation"),
+    "access_programs": refuses("no access programs"),
+    "image": refuses("no image generation"),
+}
 
 
 @dataclass(frozen=True)
@@ -91,10 +188,16 @@ class ResponsesRequest:
     text_format: dict[str, Any] | None = None
     #: The request's `text` object, echoed in the response.
     text: dict[str, Any] = field(default_factory=lambda: dict(_PLAIN))
+    #: An offered tool name -> (namespace, the member's name) for namespace members.
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: The hosted tools declared (not offered), and the fields no table names.
+    hosted: tuple[fields.HostedTool, ...] = ()
+    unknown: tuple[str, ...] = ()
 
     def chat(self, history: list[dict[str, Any]]) -> ChatRequest:
         """The neutral request for this turn, after `history` (the stored earlier items)."""
-        messages = to_messages([*history, *self.items], self.instructions)
+        offered = {member: name for name, member in self.namespaced.items()}
+        messages = to_messages([*history, *self.items], self.instructions, offered)
         kwargs: dict[str, Any] = {}
         if self.effort is not None:
             kwargs = {"reasoning_effort": self.effort, "enable_thinking": self.effort != "none"}
@@ -110,6 +213,8 @@ class ResponsesRequest:
             stream=self.stream,
             template_kwargs=kwargs,
             response_format=self.text_format,
+            hosted_tools=self.hosted,
+            unknown_fields=self.unknown,
         )
 
 
@@ -124,17 +229,17 @@ def _item(raw: Any, where: Path) -> dict[str, Any]:
         text = fields.content(raw.get("content"), (*where, "content"), parts)
         return {"type": "message", "role": role, "content": text}
     if kind == "function_call":
-        arguments = fields.string(raw, "arguments", where, empty=True)
-        try:
-            json.loads(arguments or "{}")
-        except ValueError:
-            raise FieldError((*where, "arguments"), "is not valid JSON") from None
-        return {
+        arguments = fields.arguments(raw, "arguments", where)
+        item = {
             "type": "function_call",
             "call_id": fields.string(raw, "call_id", where),
             "name": fields.string(raw, "name", where),
             "arguments": arguments,
         }
+        namespace = fields.optional_string(raw, "namespace", where, empty=False)
+        if namespace is not None:
+            item["namespace"] = namespace
+        return item
     if kind == "function_call_output":
         output = fields.content(raw.get("output"), (*where, "output"), _TEXT_PARTS)
         return {
@@ -143,14 +248,10 @@ def _item(raw: Any, where: Path) -> dict[str, Any]:
             "output": output,
         }
     if kind == "reasoning":
-        texts = []
-        for j, part in enumerate(raw.get("content") or []):
-            if not isinstance(part, Mapping):
-                raise FieldError((*where, "content", j), "must be an object")
-            texts.append(fields.string(part, "text", (*where, "content", j), empty=True))
-        text = "".join(texts)
-        encrypted = raw.get("encrypted_content")
-        if not text and isinstance(encrypted, str):
+        text = "".join(_texts(raw, "content", where))
+        _texts(raw, "summary", where)  # checked; no summary is rendered
+        encrypted = fields.optional_string(raw, "encrypted_content", where)
+        if not text and encrypted:
             text = encrypted
         return {"type": "reasoning", "text": text}
     raise FieldError(
@@ -158,6 +259,22 @@ def _item(raw: Any, where: Path) -> dict[str, Any]:
         f"is {kind!r}, which is not supported (supported: message, function_call, "
         "function_call_output, reasoning)",
     )
+
+
+def _texts(raw: Mapping[str, Any], key: str, where: Path) -> list[str]:
+    """The texts of a reasoning item's parts (`content`, `summary`): a list of objects
+    with a string `text` each; [] when absent or null."""
+    parts = raw.get(key)
+    if parts is None:
+        return []
+    if not isinstance(parts, list):
+        raise FieldError((*where, key), "must be a list of parts")
+    texts = []
+    for j, part in enumerate(parts):
+        if not isinstance(part, Mapping):
+            raise FieldError((*where, key, j), "must be an object")
+        texts.append(fields.string(part, "text", (*where, key, j), empty=True))
+    return texts
 
 
 def _items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -179,31 +296,34 @@ def _reasoning(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return effort, fields.one_of(reasoning, key, _SUMMARIES, at)
 
 
-def _unsupported(body: Mapping[str, Any]) -> None:
-    if body.get("background"):
-        raise FieldError(("background",), "is not supported (no background mode)")
-    if body.get("conversation") is not None:
-        raise FieldError(("conversation",), "is not supported: use previous_response_id")
-    if body.get("prompt") is not None:
-        raise FieldError(("prompt",), "is not supported (no prompt templates)")
-    if body.get("top_logprobs"):
-        raise FieldError(("top_logprobs",), "is not supported (no logprobs)")
-    if body.get("truncation") not in (None, "disabled"):
-        raise FieldError(("truncation",), "must be 'disabled' (the only one supported)")
+def _include(body: Mapping[str, Any]) -> list[str]:
+    include = fields.strings(body, "include", 64)
+    for i, value in enumerate(include):
+        if value in _INCLUDE_REFUSED:
+            raise FieldError(("include", i), f"is not supported: {_INCLUDE_REFUSED[value]}")
+    return include
+
+
+def _text(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    text = fields.mapping(body, "text") or {}
+    fields.one_of(text, "verbosity", _VERBOSITY, ("text",))
+    return text
 
 
 def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
     """Validate a decoded JSON body; raises `FieldError` (a 400) naming the field."""
     body = fields.request_object(body)
     model = fields.string(body, "model")
-    _unsupported(body)
+    refuse(body, SURFACE)
     instructions = fields.optional_string(body, "instructions")
-    tools = fields.tools(body, _TOOLS, max_tools)
-    include = body.get("include") or []
-    if not isinstance(include, list) or not all(isinstance(x, str) for x in include):
-        raise FieldError(("include",), "must be a list of strings")
+    declared = fields.toolset(body, _TOOLS, max_tools)
+    tools = declared.tools
+    include = _include(body)
+    fields.integer(body, "max_tool_calls", low=1)
+    for name in ("client_metadata", "metadata", "stream_options"):
+        fields.mapping(body, name)
     effort, summary = _reasoning(body)
-    text = fields.mapping(body, "text") or {}
+    text = _text(body)
     text_format = fields.answer_format(text.get("format"), ("text", "format"))
     return ResponsesRequest(
         model=model,
@@ -212,7 +332,7 @@ def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
         tools=tools,
         tool_choice=fields.tool_choice(body, fields.tool_names(tools), nested=False),
         parallel_tool_calls=fields.boolean(body, "parallel_tool_calls", True),
-        max_output_tokens=fields.integer(body, "max_output_tokens", low=1),
+        max_output_tokens=fields.budget(body, "max_output_tokens"),
         temperature=fields.number(body, "temperature", 0.0, 2.0),
         top_p=fields.number(body, "top_p", 0.0, 1.0),
         effort=effort,
@@ -224,11 +344,20 @@ def parse_responses(body: Any, *, max_tools: int = 128) -> ResponsesRequest:
         metadata=dict(fields.mapping(body, "metadata") or {}),
         text_format=text_format,
         text=dict(text) if text.get("format") else dict(_PLAIN),
+        namespaced=declared.namespaced,
+        hosted=declared.hosted,
+        unknown=unknown(body, SURFACE),
     )
 
 
-def to_messages(items: list[dict[str, Any]], instructions: str | None) -> list[dict[str, Any]]:
-    """Normalized input items as chat messages (see the module docstring)."""
+def to_messages(
+    items: list[dict[str, Any]],
+    instructions: str | None,
+    offered: Mapping[tuple[str, str], str] | None = None,
+) -> list[dict[str, Any]]:
+    """Normalized input items as chat messages (see the module docstring); a namespaced
+    call is written under the name its member is offered as (`offered`, else its own)."""
+    offered = offered or {}
     messages: list[dict[str, Any]] = []
     if instructions:
         messages.append({"role": "system", "content": instructions})
@@ -256,10 +385,13 @@ def to_messages(items: list[dict[str, Any]], instructions: str | None) -> list[d
                 reasoning = None
             messages.append(message)
         elif kind == "function_call":
+            name = item["name"]
+            if "namespace" in item:
+                name = offered.get((item["namespace"], name), name)
             call = {
                 "id": item["call_id"],
                 "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"] or "{}"},
+                "function": {"name": name, "arguments": item["arguments"] or "{}"},
             }
             joins = last is not None and last["role"] == "assistant" and not reasoning
             if joins and last is not None:

@@ -19,7 +19,8 @@ Mapping, per segment (see `segments`):
   `arguments`): `output_item.added` (arguments ""), `function_call_arguments.delta`*,
   `function_call_arguments.done`, `output_item.done`. A held call's item is added
   when the parser releases the call, whole. A call cut off while its arguments
-  streamed (`--stream-tool-arguments`) is marked `incomplete`.
+  streamed (`--stream-tool-arguments`) is marked `incomplete`. A call to a namespace's
+  member carries the member's own `name` and its `namespace`, as the client declared.
 
 The stream opens with `response.created` and `response.in_progress` and ends with one
 of `response.completed`, `response.incomplete` (`max_output_tokens`; the item open at
@@ -153,6 +154,9 @@ class ResponseWriter:
                 "name": call.name,
                 "arguments": "",
             }
+            if call.name in self._request.namespaced:  # the name the client declared
+                namespace, name = self._request.namespaced[call.name]
+                self._item.update(name=name, namespace=namespace)
             return [
                 self._event(
                     "response.output_item.added",
@@ -300,12 +304,13 @@ def output_items(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
             text = "".join(part["text"] for part in item["content"])
             items.append({"type": "reasoning", "text": text})
         else:
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": item["call_id"],
-                    "name": item["name"],
-                    "arguments": item["arguments"],
-                }
-            )
+            call = {
+                "type": "function_call",
+                "call_id": item["call_id"],
+                "name": item["name"],
+                "arguments": item["arguments"],
+            }
+            if "namespace" in item:
+                call["namespace"] = item["namespace"]
+            items.append(call)
     return items
