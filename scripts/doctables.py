@@ -1,15 +1,19 @@
-"""The tables in docs/ that are generated, not copied: written between markers.
+"""The tables in docs/ (and the README) that are generated, not copied: written between
+markers.
 
-    python -m scripts.doctables          rewrite every generated table in docs/
+    python -m scripts.doctables          rewrite every generated table
     python -m scripts.doctables --check  exit 1 naming each page whose table differs
 
 Each table has one source, so a change there is a change of the table:
 
-    options   docs/configuration.md   server/config.py's OPTIONS (the CLI and
-                                      ServerConfig read the same table)
-    formats   docs/formats.md         the format registry: each format's delimiters,
-                                      aliases, grammar kind, and its module's docstring
-                                      (what the family writes, and where the sample is from)
+    options       docs/configuration.md  server/config.py's OPTIONS (the CLI and
+                                         ServerConfig read the same table)
+    formats       docs/formats.md        the format registry: each format's delimiters,
+                                         aliases, grammar kind, and its module's docstring
+                                         (what the family writes, where the sample is from)
+    format-names  README.md              the registry's names, for the supported table
+    api-fields    docs/server.md         every API's fields (each package's SURFACE):
+                                         acted on, accepted, or refused by name
 
 A page holds a table between `<!-- generated: NAME (python -m scripts.doctables) -->`
 and `<!-- end generated: NAME -->`; everything else on the page is written by hand.
@@ -30,10 +34,18 @@ from toolwire import formats
 from toolwire.formats.spec import Format
 from toolwire.server.config import OPTIONS, Option
 
-__all__ = ["TABLES", "check", "formats_table", "options_table", "render_page", "write"]
+__all__ = [
+    "TABLES",
+    "api_fields",
+    "check",
+    "format_names",
+    "formats_table",
+    "options_table",
+    "render_page",
+    "write",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
 
 
 def _cell(text: str) -> str:
@@ -143,10 +155,30 @@ def formats_table() -> str:
     return "\n".join(lines)
 
 
-#: Table name -> (the page holding it, what writes it).
+def format_names() -> str:
+    """One line naming every registered format, for the README."""
+    names = formats.names()
+    listed = ", ".join(_code(n) for n in names)
+    return f"The {len(names)} formats: {listed}."
+
+
+def api_fields() -> str:
+    """Every top-level field of each API, and what the server does with it."""
+    from toolwire.server.chat.request import SURFACE as CHAT  # the server extra
+    from toolwire.server.core.surface import markdown
+    from toolwire.server.messages.request import SURFACE as MESSAGES
+    from toolwire.server.responses.request import SURFACE as RESPONSES
+
+    apis = [("Chat Completions", CHAT), ("Responses", RESPONSES), ("Messages", MESSAGES)]
+    return markdown(apis).rstrip("\n")
+
+
+#: Table name -> (the page holding it, from the repository root; what writes it).
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
-    "options": ("configuration.md", options_table),
-    "formats": ("formats.md", formats_table),
+    "options": ("docs/configuration.md", options_table),
+    "formats": ("docs/formats.md", formats_table),
+    "format-names": ("README.md", format_names),
+    "api-fields": ("docs/server.md", api_fields),
 }
 
 
@@ -166,25 +198,25 @@ def render_page(text: str, name: str, table: str) -> str:
     return pattern.sub(lambda _: f"{begin}\n{table}\n{end}", text)
 
 
-def _pages(docs: Path) -> dict[Path, str]:
+def _pages(root: Path) -> dict[Path, str]:
     """Each page holding a generated table -> its text with every table regenerated."""
     pages: dict[Path, str] = {}
     for name, (page, build) in TABLES.items():
-        path = docs / page
+        path = root / page
         text = pages.get(path, path.read_text(encoding="utf-8"))
         pages[path] = render_page(text, name, build())
     return pages
 
 
-def check(docs: Path = DOCS) -> list[Path]:
+def check(root: Path = ROOT) -> list[Path]:
     """The pages whose committed tables differ from what their sources give."""
-    return [p for p, text in _pages(docs).items() if p.read_text(encoding="utf-8") != text]
+    return [p for p, text in _pages(root).items() if p.read_text(encoding="utf-8") != text]
 
 
-def write(docs: Path = DOCS) -> list[Path]:
+def write(root: Path = ROOT) -> list[Path]:
     """Rewrite the generated tables; returns the pages that changed."""
-    changed = check(docs)
-    for path, text in _pages(docs).items():
+    changed = check(root)
+    for path, text in _pages(root).items():
         if path in changed:
             path.write_text(text, encoding="utf-8")
     return changed
