@@ -137,14 +137,14 @@ def test_formats_table_has_every_format_and_alias() -> None:
 
 
 def test_a_stale_table_is_reported_and_rewritten(tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
-    shutil.copytree(ROOT / "docs", docs)
-    page = docs / "configuration.md"
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    page = tmp_path / "docs" / "configuration.md"
     text = page.read_text(encoding="utf-8")
     page.write_text(text.replace("`--port`", "`--porthole`", 1), encoding="utf-8")
-    assert doctables.check(docs) == [page]
-    assert doctables.write(docs) == [page]
-    assert doctables.check(docs) == []
+    assert doctables.check(tmp_path) == [page]
+    assert doctables.write(tmp_path) == [page]
+    assert doctables.check(tmp_path) == []
     assert page.read_text(encoding="utf-8") == text
 
 
