@@ -67,7 +67,8 @@ def _default(option: Option) -> str:
     if option.kind is bool:
         return "on" if option.default else "off"
     if isinstance(option.default, float):
-        return f"{option.default:g}"
+        whole = option.default.is_integer()
+        return str(int(option.default)) if whole else f"{option.default:g}"
     return str(option.default)
 
 

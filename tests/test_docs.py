@@ -105,6 +105,11 @@ def test_anchors_follow_github() -> None:
     assert anchors(text) == {"delimiter-isolation-isolatetrue-the-default", "limits", "limits-1"}
 
 
+def test_the_readme_stays_a_front_page() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines < 250, f"README.md has {lines} lines: move the detail to its docs/ page"
+
+
 def test_generated_tables_are_current() -> None:
     stale = [str(p.relative_to(ROOT)) for p in doctables.check()]
     assert stale == [], f"regenerate with `make docs` (python -m scripts.doctables): {stale}"
