@@ -336,7 +336,7 @@ def message_with(tok: Any, name: str, text: str) -> Message:
 
 # -- Hunyuan V3 / V4: tagged calls, with or without the checkpoint's suffix ------------
 
-#: Hy4's output as the shipping `:opensource` checkpoints write it (the issue's sample).
+#: Hy4's output as the shipping `:opensource` checkpoints write it.
 HY4_OPENSOURCE = (
     "sure!<tool_calls:opensource><tool_call:opensource>get_weather"
     "<arg_key:opensource>city</arg_key:opensource><arg_value:opensource>Beijing"

@@ -62,7 +62,7 @@ it finds nothing, not a second copy of it.
 What the parser saw is public (`Parser.stats`): delimiters spelled as text under a
 gated vocabulary (echoes), and calls and sections released as content.
 
-Rules this module keeps (DESIGN.md's invariants):
+Rules this module keeps (the guarantees of docs/parser.md):
 
 * Chunk invariance: the only state carried between deltas is the held suffix, the
   state and its payload; nothing depends on where a delta ended.

@@ -6,7 +6,7 @@
                                     milliseconds where XGrammar's compile takes tenths
                                     of a second to seconds, and its dearer masks cost
                                     less than that over any call a model writes
-                                    (`python -m bench.grammar`, README); XGrammar where
+                                    (`python -m bench.grammar`, docs/benchmarks.md); XGrammar where
                                     llguidance cannot express the tag
         vLLM / SGLang               the one the upstream is configured for
                                     (`--grammar-backend xgrammar|llguidance`; SGLang's

@@ -1,10 +1,11 @@
 """Server configuration: command-line flags, each with a `TOOLWIRE_*` environment variable.
 
 A flag given on the command line wins over its environment variable, which wins over
-the default. `OPTIONS` is the one table: the CLI, the README's configuration table and
-`ServerConfig` are all read from it. A repeatable flag (`--api-key`) collects every
-occurrence; its variable holds one value or several separated by commas. The guidance
-switches come from `guidance.SWITCHES` (the vLLM plugin reads the same variables).
+the default. `OPTIONS` is the one table: the CLI and `ServerConfig` read it, and the
+table of docs/configuration.md is generated from it (`python -m scripts.doctables`). A
+repeatable flag (`--api-key`) collects every occurrence; its variable holds one value or
+several separated by commas. The guidance switches come from `guidance.SWITCHES` (the
+vLLM plugin reads the same variables).
 """
 
 from __future__ import annotations
