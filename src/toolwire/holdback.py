@@ -42,7 +42,7 @@ class Holdback:
         low = max(start, size - self._reach)
         for first in self._firsts:  # a tail can only begin where a pattern begins
             at = text.find(first, low)
-            while 0 <= at and size - at > best:
+            while at >= 0 and size - at > best:
                 if text[at:] in prefixes:
                     best = size - at  # the longest tail beginning with `first`
                     break
