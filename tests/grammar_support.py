@@ -196,7 +196,7 @@ def constraint(
         result = structural_tag_with_reason(fmt, tools, tokenizer=tokenizer, **kw)
         if result.tag is None:
             return None
-        stops = set(tok.eos_ids) or set(compile_for(tok).tokenizer_info.stop_token_ids)
+        stops = set(tok.eos_ids) or set(tokenizer_info(tok).stop_token_ids)
         return Compiled(
             backend, compile_tag(result.tag, tok), tok, result.token_level, frozenset(stops)
         )
