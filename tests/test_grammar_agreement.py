@@ -90,10 +90,10 @@ def _pythonic_list(fmt: str) -> bool:
 
 
 def _anchor(fmt: str) -> str | None:
-    """The characters a line-anchored format's call list begins with, else None."""
+    """The text a line-anchored format's call list begins with, else None."""
     spec = formats.get(fmt)
     if isinstance(spec.grammar, AnchoredShape) and spec.anchor is not None:
-        return spec.anchor.begins
+        return spec.anchor.word or spec.anchor.begins
     return None
 
 

@@ -227,7 +227,10 @@ def build_tag(request: TagRequest, *, relax: bool = False) -> dict[str, Any]:
     shape, choice, parallel = request.shape, request.choice, request.parallel
     body: dict[str, Any]
     if isinstance(shape, AnchoredShape):
-        anchors = request.fmt.anchor.begins if request.fmt.anchor else ""
+        anchor = request.fmt.anchor
+        anchors: str | list[str] = (
+            "" if anchor is None else [anchor.word] if anchor.word else anchor.begins
+        )
         body = anchored_format(shape, anchors, specs, choice, parallel=parallel)
     elif isinstance(shape, HeaderShape):
         exclude = request.policy.exclude_delimiters
