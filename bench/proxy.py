@@ -197,11 +197,15 @@ def scripted_upstream(tokens: int, pace: float) -> Iterator[tuple[str, int]]:
 
 
 @contextmanager
-def toolwire(upstream: str, tokenizer: Path, source: str) -> Iterator[tuple[str, int]]:
+def toolwire(
+    upstream: str, tokenizer: Path, source: str, flags: list[str] | None = None
+) -> Iterator[tuple[str, int]]:
+    """(URL, pid) of `toolwire serve --engine vllm` in front of `upstream`, with `flags`
+    added (e.g. `--guidance off`)."""
     port = free_port()
     command = [sys.executable, "-m", "toolwire.cli", "serve", "--engine", "vllm"]
     command += ["--upstream", upstream, "--tokenizer", str(tokenizer), "--model", SERVED]
-    command += ["--port", str(port), "--log-level", "warning"]
+    command += ["--port", str(port), "--log-level", "warning", *(flags or [])]
     env = {**os.environ, "PYTHONPATH": source}
     process = subprocess.Popen(command, env=env)
     url = f"http://127.0.0.1:{port}"

@@ -323,6 +323,10 @@ PROFILES: dict[str, Profile] = {
     ),
     # Nemotron Nano v2: no vLLM or SGLang parser in the pinned builds.
     "nemotron": Profile("derived:nemotron", None, None, ("<|end|>",)),
+    # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
+    "phi4_mini": Profile(
+        "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),
+    ),
     # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
     "hy_v3": Profile(
         "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),

@@ -1,5 +1,10 @@
 """Helpers for the structural-tag tests: BFCL tool sets, compiling, matching, walking.
 
+Two backends run the same checks: XGrammar (the structural tag) and llguidance (the
+same language as Lark, `toolwire.grammar.lark_grammar`). `constraint(backend, ...)`
+builds and compiles a request's grammar on either; `Matcher` is the one interface
+the checks use (accept an id, the allowed ids, complete, fork).
+
 Walking: from the compiled grammar's token mask at each step, a seeded random choice
 among the allowed tokens. Lengths are bounded: after `budget` tokens the walk prefers
 the end of output (a stop token) when the grammar allows it, and otherwise tokens that
@@ -11,13 +16,17 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tests.data import data_dir, needs
 from toolwire import Tokenizer
+from toolwire.grammar import lark_grammar_with_reason, structural_tag_with_reason
+from toolwire.grammar.guidance import ll_tokenizer, llguidance_module
 from toolwire.grammar.preflight import tokenizer_info
 
 
@@ -33,6 +42,9 @@ class _XGrammar:
 
 
 xgr: Any = _XGrammar()
+
+#: The constraint backends the grammar checks run on.
+BACKENDS = ("xgrammar", "llguidance")
 
 BFCL_FILES = (
     "BFCL_v4_simple_python.json",
@@ -91,6 +103,117 @@ def accepts(compiled: Any, ids: list[int]) -> bool:
     """The matcher accepts every id and the grammar is complete at the end."""
     matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
     return all(matcher.accept_token(i) for i in ids) and bool(matcher.is_completed())
+
+
+class Matcher:
+    """One sequence's grammar state, on either backend."""
+
+    def __init__(self, backend: str, state: Any, vocab_size: int) -> None:
+        self.backend = backend
+        self._state = state
+        self._size = vocab_size
+        self._bitmask = xgr.allocate_token_bitmask(1, vocab_size) if backend == "xgrammar" else None
+
+    def accept(self, token: int) -> bool:
+        if self.backend == "xgrammar":
+            return bool(self._state.accept_token(token))
+        return bool(self._state.consume_token(token))
+
+    def packed(self, size: int) -> np.ndarray:
+        """The mask of allowed ids, packed (bit i of byte b: id 8b + i), `size` bytes."""
+        if self.backend == "xgrammar":
+            self._state.fill_next_token_bitmask(self._bitmask)
+            words = self._bitmask[0].numpy().view(np.uint8)
+        else:
+            words = np.frombuffer(self._state.compute_bitmask(), dtype=np.uint8)
+        if len(words) < size:
+            words = np.concatenate([words, np.zeros(size - len(words), dtype=np.uint8)])
+        return words[:size]
+
+    def allowed(self) -> np.ndarray:
+        """The mask of allowed ids (0/1 per id of the vocabulary)."""
+        words = self.packed((self._size + 7) // 8)
+        return np.unpackbits(words, bitorder="little")[: self._size]
+
+    def completed(self) -> bool:
+        """The grammar may end here."""
+        if self.backend == "xgrammar":
+            return bool(self._state.is_completed())
+        return bool(self._state.is_accepting())
+
+    def terminated(self) -> bool:
+        """Nothing but a stop id may follow (a stop token was taken, or all is written)."""
+        if self.backend == "xgrammar":
+            return bool(self._state.is_terminated())
+        stopped = bool(self._state.is_stopped())
+        # A matcher that stopped for its limits (lexer or parser too complex) or an
+        # error is a failure, never an end of output.
+        assert self._state.stop_reason() in ("NotStopped", "NoExtension", "EndOfSentence"), (
+            self._state.stop_reason(),
+            self._state.get_error()[:300],
+        )
+        return stopped
+
+    def fork(self) -> Matcher:
+        copy = self._state.fork() if self.backend == "xgrammar" else self._state.deep_copy()
+        return Matcher(self.backend, copy, self._size)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A request's grammar compiled on one backend."""
+
+    backend: str
+    grammar: Any
+    tokenizer: Tokenizer
+    token_level: bool
+    #: Ids that end the output (a stop token).
+    stops: frozenset[int]
+
+    def matcher(self, *, terminate_without_stop_token: bool = False) -> Matcher:
+        size = self.tokenizer.vocab_size
+        if self.backend == "xgrammar":
+            state = xgr.GrammarMatcher(
+                self.grammar, terminate_without_stop_token=terminate_without_stop_token
+            )
+            return Matcher("xgrammar", state, size)
+        return Matcher("llguidance", self.grammar.deep_copy(), size)
+
+
+def need(backend: str) -> None:
+    """Skip the test when `backend` is not installed."""
+    if backend == "llguidance" and llguidance_module() is None:
+        pytest.skip("llguidance is not installed (the grammar extra)")
+
+
+def constraint(
+    backend: str, fmt: str, tok: Tokenizer, tools: Any, *, text_level: bool = False, **kw: Any
+) -> Compiled | None:
+    """The request's grammar compiled on `backend` (token level where the format is
+    gated by `tok`, unless `text_level`), or None when that backend gives none."""
+    tokenizer = None if text_level else tok
+    if backend == "xgrammar":
+        result = structural_tag_with_reason(fmt, tools, tokenizer=tokenizer, **kw)
+        if result.tag is None:
+            return None
+        stops = set(tok.eos_ids) or set(tokenizer_info(tok).stop_token_ids)
+        return Compiled(
+            backend, compile_tag(result.tag, tok), tok, result.token_level, frozenset(stops)
+        )
+    lark = lark_grammar_with_reason(fmt, tools, tokenizer=tokenizer, **kw)
+    if lark.lark is None:
+        return None
+    llg = llguidance_module()
+    tokenizer_ll = ll_tokenizer(tok)
+    grammar = llg.LLMatcher(tokenizer_ll, llg.LLMatcher.grammar_from_lark(lark.lark), log_level=0)
+    assert not grammar.is_error(), grammar.get_error()
+    return Compiled(backend, grammar, tok, lark.token_level, frozenset(tokenizer_ll.eos_tokens))
+
+
+def accepts_all(compiled: Compiled, ids: list[int]) -> bool:
+    """The matcher accepts every id and the grammar is complete at the end."""
+    matcher = compiled.matcher(terminate_without_stop_token=True)
+    return all(matcher.accept(i) for i in ids) and matcher.completed()
 
 
 @cache
@@ -159,7 +282,7 @@ class _Allowed:
 
 
 def walk(
-    compiled: Any,
+    compiled: Compiled,
     tokenizer: Tokenizer,
     rng: random.Random,
     *,
@@ -168,7 +291,7 @@ def walk(
     sequences: tuple[tuple[int, ...], ...] = (),
     openers: tuple[tuple[int, ...], ...] = (),
     budget: int = 30,
-    limit: int = 2000,
+    limit: int = 500,
 ) -> list[int] | None:
     """One output generated by the grammar; None when it did not end within `limit`.
 
@@ -177,17 +300,15 @@ def walk(
     runs past `budget` continued once begun (texts that close values, spelled);
     `openers`: id runs begun now and then before `budget` (a text-level call opener,
     spelled, which random tokens would almost never write)."""
-    matcher = xgr.GrammarMatcher(compiled)
-    bitmask = xgr.allocate_token_bitmask(1, tokenizer.vocab_size)
-    stops = set(tokenizer.eos_ids) or set(compiled.tokenizer_info.stop_token_ids)
+    matcher = compiled.matcher()
+    stops = compiled.stops
     _, closers = _pools(tokenizer)
     whole = _packed_whole(tokenizer)
     far = closers[~np.isin(closers, prefer)]
     out: list[int] = []
     pending: list[int] = []
     while len(out) < limit:
-        matcher.fill_next_token_bitmask(bitmask)
-        allowed = _Allowed(bitmask[0].numpy().view(np.uint8), whole)
+        allowed = _Allowed(matcher.packed(len(whole)), whole)
         if allowed.total == 0:
             return None
         stop = [s for s in stops if allowed.has(s)]
@@ -217,9 +338,11 @@ def walk(
             choice = allowed.nth(rng.randrange(allowed.total))
         if choice in stops:
             return out
-        if not matcher.accept_token(choice):
+        if not matcher.accept(choice):
             raise AssertionError(f"the matcher refused an allowed token {choice}")
-        if matcher.is_terminated():  # a stop token XGrammar detected (no eos_ids known)
-            return out
+        if matcher.terminated():
+            # XGrammar: a stop token it detected (no eos_ids known), not output;
+            # llguidance: the grammar is complete and nothing may follow this id.
+            return [*out, choice] if compiled.backend == "llguidance" else out
         out.append(choice)
     return None

@@ -2,7 +2,7 @@
 unless the vocabulary flags them special (`toolwire.lexicon`'s rule).
 
 A vocabulary's added tokens are of two kinds: special ones (`Tokenizer.special_ids`:
-turn markers, end of text), dropped wherever they stand (DESIGN.md's invariant 5), and
+turn markers, end of text), dropped wherever they stand (docs/parser.md, guarantee 5), and
 the others (Qwen's `<tool_response>`, `<|fim_prefix|>`, DeepSeek's `<｜User｜>`, and,
 in the synthetic vocabulary, every other family's delimiters), which are text: in
 content, in reasoning, in an argument value of a returned call, and in a call or a

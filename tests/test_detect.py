@@ -34,7 +34,7 @@ from toolwire.server.engines import build_engine, choose_format
 MISTRAL_VOCABULARIES = ("tekken_240718.json.gz", "mistral_instruct_tokenizer_241114.model.v7")
 
 #: (folder, template file or None for the tokenizer's own) -> the format it writes.
-#: Decided from each folder's SOURCE.txt and the README's formats table.
+#: Decided from each folder's SOURCE.txt and the formats table of docs/formats.md.
 EXPECTED: dict[tuple[str, str | None], str | None] = {
     ("qwen3", "Qwen-Qwen2.5-7B-Instruct.jinja"): "hermes",
     ("qwen3", "Qwen-Qwen3-0.6B.jinja"): "qwen3",

@@ -336,7 +336,7 @@ def message_with(tok: Any, name: str, text: str) -> Message:
 
 # -- Hunyuan V3 / V4: tagged calls, with or without the checkpoint's suffix ------------
 
-#: Hy4's output as the shipping `:opensource` checkpoints write it (the issue's sample).
+#: Hy4's output as the shipping `:opensource` checkpoints write it.
 HY4_OPENSOURCE = (
     "sure!<tool_calls:opensource><tool_call:opensource>get_weather"
     "<arg_key:opensource>city</arg_key:opensource><arg_value:opensource>Beijing"
@@ -379,3 +379,25 @@ def test_hunyuan_resolve_tells_the_dialects_apart() -> None:
     assert hunyuan.resolve(cases.tokenizer("hunyuan").added_tokens) is formats.get("hunyuan")
     suffixed = hunyuan.resolve(["<tool_calls:x>", "<tool_call:x>", "<tool_sep:x>", "<arg_key:x>"])
     assert suffixed.name == "hy_v3" and suffixed.marks[0] == "<tool_sep:x>"
+
+
+def test_phi4_mini_calls_follow_functools_at_a_line_start() -> None:
+    tok = cases.tokenizer("phi4_mini")
+    two = [WEATHER, ("get_weather", {"city": "Rome"})]
+    native = formats.get("phi4_mini").render(two)
+    assert native.endswith(', {"name": "get_weather", "arguments": {"city": "Rome"}}]')
+    for text in (native, "Sure.\n" + native):
+        for stream in (False, True):
+            msg = message("phi4_mini", tok.encode(text), stream_arguments=stream)
+            assert calls_of(msg) == two and (msg.content or "") == text[: -len(native)].strip()
+    assert not Parser("phi4_mini", tok).gated
+    quoted = "Sure. " + native  # mid-line: an echo, not a call
+    for prose in (
+        quoted,
+        "I use functools a lot.",
+        "for now, nothing",
+        "functools[1, 2]",
+        'functools[{"name": "nope"',
+    ):
+        msg = message("phi4_mini", tok.encode(prose))
+        assert msg.tool_calls == [] and msg.content == prose

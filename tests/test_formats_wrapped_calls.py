@@ -63,7 +63,7 @@ NATIVE = {
 }
 WEATHER = ("get_weather", {"city": "Paris", "days": 3})
 
-#: Delimiter -> id, as FORMATS.md and the families' tokenizer files give them.
+#: Delimiter -> id, as docs/formats.md and the families' tokenizer files give them.
 IDS = {
     "deepseek_v3": {
         "<｜tool▁calls▁begin｜>": 128806,

@@ -1,4 +1,4 @@
-"""DESIGN.md's invariants, each a test over every registered format.
+"""The parser's guarantees (docs/parser.md), each a test over every registered format.
 
 Vectors are built from each format's own renderer (`Format.render_output`) and its
 test tokenizer (`tests/cases.py`; the synthetic vocabulary of `tests/vocabulary.py`

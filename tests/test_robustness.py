@@ -37,7 +37,7 @@ from toolwire import (
 from toolwire.cli import main
 from toolwire.events import Event, ToolCallEnd
 from toolwire.grammar.preflight import check
-from toolwire.nesting import MAX_DEPTH
+from toolwire.nesting import MAX_DEPTH, data_too_deep, json_too_deep
 
 FORMATS = formats.names()
 
@@ -121,6 +121,27 @@ def test_nesting_within_the_limit_is_a_call_and_beyond_it_is_content(name: str) 
         assert json.loads(call.arguments)["filters"] == "[" * 1000 + "]" * 1000
     if not deep.tool_calls:
         assert "[" * 1000 in (deep.content or "")
+
+
+def _nested(rng: random.Random, depth: int) -> Any:
+    """A JSON value whose strings hold brackets, quotes, escapes and line breaks."""
+    if depth == 0 or rng.random() < 0.3:
+        return "".join(rng.choice('ab{}[]"\\\n/') for _ in range(rng.randint(0, 12)))
+    items = [_nested(rng, depth - 1) for _ in range(rng.randint(0, 3))]
+    if rng.random() < 0.5:
+        return items
+    return {f"k{i}{rng.choice('[{]}')}": item for i, item in enumerate(items)}
+
+
+def test_the_text_depth_scan_agrees_with_the_parsed_value() -> None:
+    """`json_too_deep` on JSON text says what `data_too_deep` says on its parse: brackets
+    inside strings (escaped quotes, backslashes) never count, at every limit."""
+    rng = random.Random(7)
+    for _ in range(400):
+        value = _nested(rng, rng.randint(0, 6))
+        text = json.dumps(value, ensure_ascii=rng.random() < 0.5)
+        for limit in range(6):
+            assert json_too_deep(text, limit) == data_too_deep(value, limit), (text, limit)
 
 
 @pytest.mark.parametrize("name", ["qwen3_coder", "glm45", "glm47", "pythonic", "minimax_m2"])

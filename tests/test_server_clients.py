@@ -5,7 +5,7 @@ the fields are newer than they are:
 
 * every API's field table (`SURFACE`) is the truth: each refused field is a 400 naming
   it, in the API's own error shape; a field no table names is answered, and named in
-  `toolwire-fields-ignored`; the README's table is the one the tables make;
+  `toolwire-fields-ignored`; docs/server.md's table is the one the tables make (`make docs`);
 * the first requests Codex CLI 0.171.0 and Claude Code 2.1.332 send (captured,
   long texts trimmed: `tests/clients/`) are answered 200, whole and streamed;
 * hosted tools (every API's own kind) are not offered: the prompt does not name them,
@@ -151,10 +151,10 @@ def test_an_unknown_field_is_named_in_a_header(rig: Rig, route: str) -> None:
     assert f'toolwire_unknown_fields_total{{route="{route}"}}' in metrics
 
 
-def test_the_readme_table_is_the_one_the_tables_make() -> None:
+def test_the_docs_table_is_the_one_the_tables_make() -> None:
     table = markdown([("Chat Completions", CHAT), ("Responses", RESPONSES), ("Messages", MESSAGES)])
-    readme = (ROOT / "README.md").read_text()
-    assert table in readme, "README.md's field table differs from the API tables:\n" + table
+    page = (ROOT / "docs" / "server.md").read_text()
+    assert table in page, "docs/server.md's field table differs from the API tables:\n" + table
 
 
 # -- the clients' own first requests ---------------------------------------------------

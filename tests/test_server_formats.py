@@ -60,6 +60,7 @@ NO_TEMPLATE = {
             "hy_v4",
             "llama4",
             "nemotron",
+            "phi4_mini",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",

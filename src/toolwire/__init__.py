@@ -8,6 +8,8 @@ msg = toolwire.Message.from_events(events)
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
+
 from toolwire import detect as _detect  # noqa: F401 (installs `formats.detect`)
 from toolwire import events, formats
 from toolwire.errors import MalformedOutput, PromptError, ToolwireError, UsageError
@@ -45,4 +47,7 @@ __all__ = [
     "structural_tag_with_reason",
 ]
 
-__version__ = "0.1.0"
+try:  # the one place the version is written is pyproject.toml, read from the install
+    __version__ = _metadata.version("toolwire")
+except _metadata.PackageNotFoundError:  # a source tree on the path, never installed
+    __version__ = "0+unknown"

@@ -22,7 +22,10 @@ __all__ = ["MAX_DEPTH", "data_too_deep", "json_too_deep"]
 #: The deepest nesting of lists and objects toolwire accepts anywhere.
 MAX_DEPTH = 100
 
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]]', re.S)
+#: What the depth scan stops at: a bracket, or a quote that opens a string.
+_JSON_STRUCT = re.compile(r'["{}\[\]]')
+#: What ends a string's run of plain characters: its closing quote or an escape.
+_STRING_END = re.compile(r'["\\]')
 
 
 def data_too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
@@ -52,13 +55,34 @@ def json_too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
     """
     if text.count("{") + text.count("[") <= limit:
         return False
-    depth = 0
-    for match in _JSON_TOKEN.finditer(text):
-        char = text[match.start()]
-        if char in "{[":
+    depth, pos, size = 0, 0, len(text)
+    while True:
+        match = _JSON_STRUCT.search(text, pos)
+        if match is None:
+            return False
+        pos = match.end()
+        char = match.group()
+        if char == '"':
+            pos = _skip_string(text, pos)
+        elif char in "{[":
             depth += 1
             if depth > limit:
                 return True
-        elif char in "}]":
+        else:
             depth = max(0, depth - 1)
-    return False
+        if pos >= size:
+            return False
+
+
+def _skip_string(text: str, pos: int) -> int:
+    """The index just past the string whose body starts at `pos` (or the text's end).
+
+    One C search per plain run: a single regex over the whole string literal would
+    hold backtracking state for every character (memory ~140x the string)."""
+    while True:
+        match = _STRING_END.search(text, pos)
+        if match is None:
+            return len(text)
+        if match.group() == '"':
+            return match.end()
+        pos = match.end() + 1  # the escaped character, whatever it is

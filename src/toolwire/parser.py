@@ -62,7 +62,7 @@ it finds nothing, not a second copy of it.
 What the parser saw is public (`Parser.stats`): delimiters spelled as text under a
 gated vocabulary (echoes), and calls and sections released as content.
 
-Rules this module keeps (DESIGN.md's invariants):
+Rules this module keeps (the guarantees of docs/parser.md):
 
 * Chunk invariance: the only state carried between deltas is the held suffix, the
   state and its payload; nothing depends on where a delta ended.
@@ -342,15 +342,15 @@ class _Call:
         assert name is not None
         self.begun = True
         self.index = index
-        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), self._spelled(name)))
+        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), self.spelled(name)))
 
     def stream(self, out: list[Event]) -> None:
         """Streaming: the argument text that became final since the last fragment."""
         fragment = self.syntax.arguments()
         if fragment:
-            out.append(ToolCallArguments(self.index, self._spelled(fragment)))
+            out.append(_fragment(self.index, self.spelled(fragment)))
 
-    def _spelled(self, text: str) -> str:
+    def spelled(self, text: str) -> str:
         if self.spell is None or text.isascii():  # (sentinels are never ASCII)
             return text
         return text.translate(self.spell)
@@ -368,10 +368,24 @@ class _Call:
         name = self.syntax.name
         assert name is not None
         self.index = index
-        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), self._spelled(name)))
+        out.append(ToolCallBegin(index, self.syntax.call_id or ids(index), self.spelled(name)))
         if arguments:
-            out.append(ToolCallArguments(index, self._spelled(arguments)))
+            out.append(ToolCallArguments(index, self.spelled(arguments)))
         out.append(ToolCallEnd(index))
+
+
+_new_event = object.__new__
+_set_index = ToolCallArguments.index.__set__  # type: ignore[attr-defined,misc]
+_set_text = ToolCallArguments.text.__set__  # type: ignore[attr-defined,misc]
+
+
+def _fragment(index: int, text: str) -> ToolCallArguments:
+    """`ToolCallArguments(index, text)`, built as the frozen dataclass's own `__init__`
+    would (its per-field `object.__setattr__` is half the cost of a streamed token)."""
+    event: ToolCallArguments = _new_event(ToolCallArguments)
+    _set_index(event, index)
+    _set_text(event, text)
+    return event
 
 
 class _Echoes:
@@ -728,7 +742,12 @@ class Parser:
         call = self._call
         assert call is not None
         used = call.take(spelled)
-        self._stream(out)
+        if call.begun:  # the common step of a streamed call, without `_stream`'s checks
+            fragment = call.syntax.arguments()
+            if fragment:
+                out.append(_fragment(call.index, call.spelled(fragment)))
+        else:
+            self._stream(out)
         if call.syntax.done:  # the body ended itself: the table's move for that
             self._take(_BODY_END, "", out)
         if used == len(spelled) or spelled is text:

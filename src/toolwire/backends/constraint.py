@@ -1,60 +1,82 @@
-"""Structural tags applied in-process: XGrammar's matcher as a logits mask.
+"""Grammars applied in-process: XGrammar's or llguidance's matcher as a logits mask.
 
 Data flow, per output token::
 
-    structural tag --compile (once per tag; the server caches it)--> GrammarMatcher
+    constraint --compile (once per grammar; the server caches it)--> compiled grammar
     logits --mask()--> logits with every id the grammar forbids set to -inf
     sampled id --accept()--> matcher advances; `finished` once the grammar is complete
 
-The vocabulary handed to XGrammar is the served tokenizer's, id for id, so a delimiter
+Two compilers, one interface (`compile`, `start`): `GrammarConstraint` takes XGrammar
+structural tags; `GuidanceConstraint` takes llguidance grammars
+(`{"grammars": [{"lark_grammar": ...}]}`, `backends.grammar_backend.GUIDANCE`). Its
+tokenizer (llguidance's view of the vocabulary, seconds to build for a big one) is
+built once, on a thread started with the engine, so no request waits for it unless it
+arrives within the first seconds (then its compile, off the generation thread, waits).
+
+The vocabulary handed to either is the served tokenizer's, id for id, so a delimiter
 the grammar forces is the id the parser waits for (for a gated format), or the same
-characters the parser matches as text (for an ungated one). XGrammar is optional (the
-`grammar` extra): without it `GrammarConstraint.load()` returns None and the embedded
-engine runs unconstrained, which the server reports at startup.
+characters the parser matches as text (for an ungated one). Both are optional (the
+`grammar` extra): without them `load()` returns None and the embedded engine runs
+unconstrained, which the server reports at startup.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from threading import Thread
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from toolwire.backends.grammar_backend import lark_of
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["GrammarConstraint", "SequenceConstraint"]
+__all__ = ["GrammarConstraint", "GuidanceConstraint", "SequenceConstraint", "guidance_grammar"]
+
+
+def guidance_grammar(constraint: Mapping[str, Any]) -> str | None:
+    """The Lark grammar of a constraint in llguidance's form, else None (an XGrammar
+    structural tag)."""
+    return lark_of(constraint)
 
 
 class SequenceConstraint:
     """The grammar state of one output sequence."""
 
-    def __init__(self, matcher: Any, bitmask: Any, vocab_size: int) -> None:
-        self._matcher = matcher
-        self._bitmask = bitmask
-        self._words = bitmask.numpy().view(np.uint8)
-        self._vocab_size = vocab_size
+    def __init__(
+        self,
+        fill: Callable[[], bool],
+        words: npt.NDArray[np.uint8],
+        accept: Callable[[int], bool],
+        finished: Callable[[], bool],
+    ) -> None:
+        self._fill = fill
+        self._words = words
+        self._accept = accept
+        self._finished = finished
 
     def mask(self, scores: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Forbid, in place, every id the grammar does not allow next."""
-        if self._matcher.fill_next_token_bitmask(self._bitmask):
+        if self._fill():
             allowed = np.unpackbits(self._words, bitorder="little")[: len(scores)]
             scores[allowed == 0] = -np.inf
         return scores
 
     def accept(self, token_id: int) -> bool:
         """Advance by one sampled id; False when the grammar rejects it."""
-        return bool(self._matcher.accept_token(token_id))
+        return self._accept(token_id)
 
     @property
     def finished(self) -> bool:
         """The grammar is complete and only a stop id may follow."""
-        return bool(self._matcher.is_terminated())
+        return self._finished()
 
 
 class GrammarConstraint:
-    """Compiles structural tags against one vocabulary."""
+    """Compiles structural tags against one vocabulary (XGrammar)."""
 
     def __init__(self, xgrammar: Any, tokenizer: Tokenizer, stop_ids: Iterable[int]) -> None:
         self._xgr = xgrammar
@@ -101,4 +123,71 @@ class GrammarConstraint:
             compiled = self.compile(tag)
         matcher = self._xgr.GrammarMatcher(compiled)
         bitmask = self._xgr.allocate_token_bitmask(1, self._info.vocab_size)
-        return SequenceConstraint(matcher, bitmask, self._info.vocab_size)
+        return SequenceConstraint(
+            lambda: bool(matcher.fill_next_token_bitmask(bitmask)),
+            bitmask.numpy().view(np.uint8),
+            lambda token: bool(matcher.accept_token(token)),
+            lambda: bool(matcher.is_terminated()),
+        )
+
+
+class GuidanceConstraint:
+    """Compiles llguidance grammars against one vocabulary. Its tokenizer is built on a
+    thread started here (seconds for a 150k vocabulary) and cached per vocabulary."""
+
+    def __init__(self, llguidance: Any, tokenizer: Tokenizer, stop_ids: Iterable[int]) -> None:
+        from toolwire.grammar.guidance import ll_tokenizer
+
+        self._llg = llguidance
+        self._size = tokenizer.vocab_size
+        self._tokenizer: Future[Any] = Future()
+        stops = sorted(stop_ids)
+
+        def build() -> None:
+            try:
+                self._tokenizer.set_result(ll_tokenizer(tokenizer, stops))
+            except Exception as exc:  # reported by every compile that needs it
+                self._tokenizer.set_exception(exc)
+
+        Thread(target=build, name="llguidance-tokenizer", daemon=True).start()
+
+    @classmethod
+    def load(cls, tokenizer: Tokenizer, stop_ids: Iterable[int]) -> GuidanceConstraint | None:
+        """A constraint compiler, or None when llguidance is not installed or the
+        vocabulary is not a Hugging Face one."""
+        try:
+            import llguidance
+        except ImportError:
+            return None
+        if not hasattr(getattr(tokenizer, "backend", None), "to_str"):
+            return None
+        return cls(llguidance, tokenizer, stop_ids)
+
+    def compile(self, grammar: Mapping[str, Any]) -> Any:
+        """The grammar compiled for this vocabulary (a matcher no sequence uses: each
+        sequence starts from a copy); raises ValueError when it does not compile.
+        Waits for the tokenizer while it is being built."""
+        lark = guidance_grammar(grammar)
+        if lark is None:
+            raise ValueError("not an llguidance grammar")
+        serialized = self._llg.LLMatcher.grammar_from_lark(lark)
+        matcher = self._llg.LLMatcher(self._tokenizer.result(), serialized, log_level=0)
+        if matcher.is_error():
+            raise ValueError(f"grammar does not compile: {matcher.get_error()[:500]}")
+        return matcher
+
+    def start(self, grammar: Mapping[str, Any], compiled: Any = None) -> SequenceConstraint:
+        """A fresh matcher for one sequence, from `compiled` or by compiling."""
+        matcher = (compiled if compiled is not None else self.compile(grammar)).deep_copy()
+        words = np.zeros(((self._size + 31) // 32) * 4, dtype=np.uint8)
+
+        def fill() -> bool:
+            matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+            return True
+
+        return SequenceConstraint(
+            fill,
+            words,
+            lambda token: bool(matcher.consume_token(token)),
+            lambda: bool(matcher.is_stopped()),
+        )

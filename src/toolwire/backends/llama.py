@@ -15,8 +15,10 @@ Invariants:
   waits for the worker only while another one generates, never while one compiles.
 * Closing the iterator sets a cancel flag the worker checks before every id, so a
   client that disconnects frees the worker within one token.
-* With a structural tag, every sampled id was allowed by XGrammar's matcher (a logits
-  mask over the same vocabulary), so `tool_choice="required"` yields a real call.
+* With a constraint, every sampled id was allowed by its matcher (a logits mask over
+  the same vocabulary), so `tool_choice="required"` yields a real call. The constraint
+  is llguidance's grammar where llguidance is installed and expresses the request's
+  tag, else XGrammar's structural tag (`grammar_backends`, `backends.grammar_backend`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,14 @@ import numpy as np
 import numpy.typing as npt
 
 from toolwire.backends.base import Delta, EngineError, Generation, TokenLogprob
-from toolwire.backends.constraint import GrammarConstraint, SequenceConstraint
+from toolwire.backends.constraint import (
+    GrammarConstraint,
+    GuidanceConstraint,
+    SequenceConstraint,
+    guidance_grammar,
+)
 from toolwire.backends.gguf import read_metadata, tokenizer_from_gguf
+from toolwire.backends.grammar_backend import GUIDANCE, XGRAMMAR
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer
 
@@ -120,6 +128,14 @@ class LlamaEngine:
         self.vocab_size = max(self.tokenizer.vocab_size, int(self._llama.n_vocab()))
         self._stop_ids = frozenset(self._end_ids(metadata))
         self._grammar = GrammarConstraint.load(self.tokenizer, self._stop_ids)
+        # llguidance's tokenizer is built on its own thread from here on (seconds).
+        self._guidance = GuidanceConstraint.load(self.tokenizer, self._stop_ids)
+        #: The constraint backends applied here, preferred first.
+        self.grammar_backends: tuple[str, ...] = tuple(
+            name
+            for name, loaded in ((GUIDANCE, self._guidance), (XGRAMMAR, self._grammar))
+            if loaded is not None
+        )
         self.constrains = self._grammar is not None
         self.logprobs = True
         self.warnings: list[str] = []
@@ -160,23 +176,39 @@ class LlamaEngine:
             cancel.set()
 
     def warm_up(self, generation: Generation) -> None:
-        """Compile one structural tag now (XGrammar's first compile is slow)."""
-        if generation.structural_tag is not None and self._grammar is not None:
-            self._grammar.start(generation.structural_tag)
+        """Compile one constraint now (XGrammar's first compile is slow; llguidance's
+        first waits for its tokenizer)."""
+        if generation.structural_tag is not None:
+            compiler = self._compiler(generation.structural_tag)
+            if compiler is not None:
+                compiler.start(generation.structural_tag)
+
+    def _compiler(
+        self, constraint: Mapping[str, Any]
+    ) -> GrammarConstraint | GuidanceConstraint | None:
+        """The compiler for a constraint's form: llguidance's grammar or a structural tag."""
+        if guidance_grammar(constraint) is not None:
+            return self._guidance
+        return self._grammar
 
     def compile_structural_tag(self, tag: Mapping[str, Any]) -> Any:
-        """The tag compiled against this model's vocabulary (for `Generation.grammar`);
-        raises ValueError when it does not compile or XGrammar is not installed. Runs
-        on the caller's thread, so compiles stay off the generation thread."""
-        if self._grammar is None:
-            raise ValueError("xgrammar is not installed")
-        return self._grammar.compile(tag)
+        """The constraint (a structural tag, or llguidance's grammar) compiled against
+        this model's vocabulary (for `Generation.grammar`); raises ValueError when it
+        does not compile or its backend is not installed. Runs on the caller's thread,
+        so compiles stay off the generation thread."""
+        compiler = self._compiler(tag)
+        if compiler is None:
+            raise ValueError("the constraint's backend (xgrammar or llguidance) is not installed")
+        return compiler.compile(tag)
 
     def _constraint(self, generation: Generation) -> SequenceConstraint | None:
-        if generation.structural_tag is None or self._grammar is None:
+        if generation.structural_tag is None:
+            return None
+        compiler = self._compiler(generation.structural_tag)
+        if compiler is None:
             return None
         try:
-            return self._grammar.start(generation.structural_tag, generation.grammar)
+            return compiler.start(generation.structural_tag, generation.grammar)
         except ValueError as exc:
             raise EngineError(str(exc), status=500) from exc
 

@@ -4,7 +4,8 @@ Request body (fields of SGLang's `GenerateReqInput`)::
 
     {"input_ids": [ids], "stream": true,
      "sampling_params": {"max_new_tokens": n, "skip_special_tokens": false,
-                         "structural_tag": "<tag as JSON>",
+                         "structural_tag": "<tag as JSON>",  # XGrammar upstream
+                      or "ebnf": "<Lark>",                 # llguidance upstream
                          "temperature", "top_p", "sampling_seed"}}
 
 SGLang streams `output_ids` cumulatively by default and as deltas with
@@ -13,6 +14,11 @@ which, so both work; an event without it, or agreeing with neither, is an engine
 (guessing would duplicate or drop text). `meta_info.finish_reason` is null until the
 last event. The events that arrived together (`RemoteClient.events`' batches) become
 one Delta.
+
+The constraint is in the form of SGLang's `--grammar-backend`: XGrammar takes the
+structural tag, llguidance the Lark grammar of the same language as `ebnf` (SGLang
+reads it with llguidance's `grammar_from("ebnf", ...)`, which takes Lark as it is).
+`grammar_backend_of(upstream)` reads the backend from SGLang's `/get_server_info`.
 """
 
 from __future__ import annotations
@@ -21,11 +27,25 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
+
 from toolwire.backends.base import Delta, EngineError, Generation
+from toolwire.backends.grammar_backend import GUIDANCE, XGRAMMAR, lark_of, warm_upstream_specials
 from toolwire.backends.remote import RemoteClient, in_vocabulary, token_ids
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["SglangEngine", "generate_body"]
+__all__ = ["SglangEngine", "generate_body", "grammar_backend_of"]
+
+
+def grammar_backend_of(upstream: str, *, timeout: float = 5.0) -> str | None:
+    """The constraint backend an SGLang server runs (its `grammar_backend` server
+    argument, from `/get_server_info`), or None when it does not say."""
+    try:
+        info = httpx.get(upstream.rstrip("/") + "/get_server_info", timeout=timeout).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    backend = info.get("grammar_backend") if isinstance(info, dict) else None
+    return {"xgrammar": XGRAMMAR, "llguidance": GUIDANCE}.get(str(backend))
 
 
 def generate_body(generation: Generation) -> dict[str, Any]:
@@ -40,8 +60,13 @@ def generate_body(generation: Generation) -> dict[str, Any]:
         sampling["top_p"] = generation.top_p
     if generation.seed is not None:
         sampling["sampling_seed"] = generation.seed
-    if generation.structural_tag is not None:
-        sampling["structural_tag"] = json.dumps(generation.structural_tag)
+    tag = generation.structural_tag
+    if tag is not None:
+        lark = lark_of(tag)
+        if lark is not None:
+            sampling["ebnf"] = lark
+        else:
+            sampling["structural_tag"] = json.dumps(tag)
     return {"input_ids": list(generation.prompt_ids), "sampling_params": sampling, "stream": True}
 
 
@@ -59,9 +84,14 @@ class SglangEngine:
         timeout: float = 60.0,
         max_prompt_tokens: int | None = None,
         vocab_size: int | None = None,
+        grammar_backend: str = XGRAMMAR,
     ) -> None:
         self._client = RemoteClient(upstream, timeout=timeout)
         self.model = model
+        #: The constraint backend SGLang runs (its grammars are sent in that form).
+        self.grammar_backends = (grammar_backend,)
+        if grammar_backend == GUIDANCE:
+            warm_upstream_specials(tokenizer)
         self.tokenizer = tokenizer
         #: The model's output rows (its config's `vocab_size`), else the tokenizer's.
         self.vocab_size = max(vocab_size or 0, tokenizer.vocab_size)

@@ -6,10 +6,15 @@ Request body (fields of vLLM's `CompletionRequest`)::
      "return_token_ids": true,           # each chunk carries choices[0].token_ids (delta)
      "skip_special_tokens": false,       # special tokens stay in the text, too
      "add_special_tokens": false,        # the prompt ids are final (no BOS added)
-     "structured_outputs": {"structural_tag": "<tag as JSON>"},
+     "structured_outputs": {"structural_tag": "<tag as JSON>"},   # XGrammar upstream
+                        or {"grammar": "<Lark>"},             # llguidance upstream
      "temperature", "top_p", "seed",     # only when the request set them
      "logprobs": k, "return_tokens_as_token_ids": true}   # only when asked: each
                                          # chunk's choices[].logprobs, by id
+
+The constraint is in the form of the backend vLLM runs (`--grammar-backend`, vLLM's
+`--structured-outputs-config.backend`): XGrammar takes the structural tag, guidance
+takes the Lark grammar of the same language as `structured_outputs.grammar`.
 
 The server never sends `stop` strings upstream: they are matched on parsed content.
 The events that arrived together (`RemoteClient.events`' batches) become one Delta.
@@ -30,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolwire.backends.base import Delta, EngineError, Generation, TokenLogprob
+from toolwire.backends.grammar_backend import GUIDANCE, XGRAMMAR, lark_of, warm_upstream_specials
 from toolwire.backends.remote import RemoteClient, in_vocabulary, token_ids
 from toolwire.tokenizer import Tokenizer
 
@@ -64,8 +70,11 @@ def completion_body(generation: Generation, model: str) -> dict[str, Any]:
         value = getattr(generation, name)
         if value is not None:
             body[name] = value
-    if generation.structural_tag is not None:
-        body["structured_outputs"] = {"structural_tag": json.dumps(generation.structural_tag)}
+    tag = generation.structural_tag
+    if tag is not None:
+        lark = lark_of(tag)
+        structured = {"grammar": lark} if lark is not None else {"structural_tag": json.dumps(tag)}
+        body["structured_outputs"] = structured
     if generation.logprobs is not None:
         # alternatives named by id ("token_id:123"), never by text
         body["logprobs"] = generation.logprobs
@@ -108,9 +117,14 @@ class VllmEngine:
         timeout: float = 60.0,
         max_prompt_tokens: int | None = None,
         vocab_size: int | None = None,
+        grammar_backend: str = XGRAMMAR,
     ) -> None:
         self._client = RemoteClient(upstream, timeout=timeout)
         self._upstream_model = model
+        #: The constraint backend vLLM runs (its grammars are sent in that form).
+        self.grammar_backends = (grammar_backend,)
+        if grammar_backend == GUIDANCE:
+            warm_upstream_specials(tokenizer)
         self.model = served_name or model
         self.tokenizer = tokenizer
         #: The model's output rows (its config's `vocab_size`), else the tokenizer's.

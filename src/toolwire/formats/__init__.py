@@ -192,6 +192,7 @@ def _import_builtins() -> None:
         minimax_m3,
         mistral,
         nemotron,
+        phi4_mini,
         pythonic,
         qwen3,
         qwen3_coder,

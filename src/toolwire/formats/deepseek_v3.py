@@ -1,6 +1,6 @@
 """DeepSeek V3 / R1: a typed head, the name, then JSON in a fenced block.
 
-Sample (DeepSeek V3's chat template; FORMATS.md)::
+Sample (DeepSeek V3's chat template; docs/formats.md)::
 
     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather
     ```json

@@ -1,6 +1,6 @@
 """DeepSeek V4: DSML as in V3.2, wrapped in `<｜DSML｜tool_calls>`.
 
-Sample (FORMATS.md; XGrammar's built-in template accepts it)::
+Sample (docs/formats.md; XGrammar's built-in template accepts it)::
 
     <｜DSML｜tool_calls>
     <｜DSML｜invoke name="get_weather">

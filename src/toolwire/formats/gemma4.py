@@ -1,6 +1,6 @@
 """Gemma 4: `call:NAME{...}` with unquoted keys and `<|"|>`-delimited strings.
 
-Sample (Gemma 4's chat template; FORMATS.md; the call is broken here after `<channel|>`)::
+Sample (Gemma 4's chat template; docs/formats.md; the call is broken here after `<channel|>`)::
 
     <|channel>thought
     The user wants the weather.<channel|>

@@ -1,6 +1,6 @@
 """gpt-oss (harmony): messages whose header routes the body by channel and recipient.
 
-Sample (the gpt-oss chat template, `openai-gpt-oss-120b.jinja`; FORMATS.md)::
+Sample (the gpt-oss chat template, `openai-gpt-oss-120b.jinja`; docs/formats.md)::
 
     <|channel|>analysis<|message|>The user wants the weather.<|end|>
     <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json

@@ -1,6 +1,6 @@
 """Hermes 2 Pro / Qwen2.5: one JSON object per call between `<tool_call>` tags.
 
-Sample (the Qwen2.5 chat template's tool instructions; FORMATS.md)::
+Sample (the Qwen2.5 chat template's tool instructions; docs/formats.md)::
 
     <tool_call>
     {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}

@@ -1,6 +1,6 @@
 """Hunyuan V4 (Hy4): Hy3's tagged calls without `<tool_sep>` or line breaks.
 
-Sample (the issue's Hy4 output with the shipping `:opensource` suffix; vLLM's `hy_v4`
+Sample (Hy4's output, as checkpoints ship it with the `:opensource` suffix; vLLM's `hy_v4`
 parser, `vllm/tool_parsers/hy_v4_tool_parser.py`, reads `<tool_call>NAME<arg_key>...`
 and SGLang's `hunyuan` detector notes "Hy4 dropped <tool_sep> from its vocab entirely"
 and writes no separator between adjacent calls)::

@@ -1,7 +1,7 @@
 """Llama 3.1-3.3 JSON tool calls: a bare JSON object, no token around it.
 
 Sample (the Llama 3.1/3.2/3.3 chat templates: "Respond in the format {"name": function
-name, "parameters": dictionary of argument name and its value}"; FORMATS.md)::
+name, "parameters": dictionary of argument name and its value}"; docs/formats.md)::
 
     {"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}
 

@@ -1,7 +1,7 @@
 """Mistral: calls after the `[TOOL_CALLS]` control token.
 
 Sample (tokenizer v11+, as `Mistral-Small-3.2-24B-Instruct-2506.jinja` and
-mistral-common's `InstructTokenizerV11` write it; FORMATS.md)::
+mistral-common's `InstructTokenizerV11` write it; docs/formats.md)::
 
     [TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 3}
 

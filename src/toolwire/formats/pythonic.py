@@ -1,7 +1,7 @@
 """Pythonic tool calls (Llama 3.2 and 4, ToolACE): a Python list of calls.
 
 Sample (the Llama 3.2 tool prompt "[func_name1(params_name1=params_value1, ...),
-func_name2(params)]", as vLLM's pythonic parser reads it; FORMATS.md)::
+func_name2(params)]", as vLLM's pythonic parser reads it; docs/formats.md)::
 
     [get_weather(city="Paris", days=3), get_time()]
 

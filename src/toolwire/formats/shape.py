@@ -12,7 +12,7 @@ grammar code, so the formats import it freely):
                  ITEM = head ARGUMENTS tail)
 
 * `AnchoredShape`: calls that no delimiter opens (the format's `anchor`): a list
-  written only where a line begins (pythonic, Llama 3 JSON);
+  written only where a line begins (pythonic, Llama 3 JSON, Phi-4-mini);
 * `HeaderShape`: messages routed by their header (harmony): the headers that make a
   message reasoning, content or a call.
 
@@ -93,13 +93,17 @@ class AnchoredShape:
     writes calls only there, and free text never holds such a character.
 
     style "pythonic": `[CALL, CALL, ...]`, keyword arguments as Python literals;
-    style "json": `head ARGUMENTS tail`, calls joined by `separator`.
+    style "json": `head ARGUMENTS tail`, calls joined by `separator` (inside `items`
+    when given).
     """
 
     style: Literal["pythonic", "json"]
     head: str = ""
     tail: str = ""
     separator: str = ""
+    #: style "json": the calls are the items of one list, (opening, closing) text
+    #: (Phi-4-mini's `functools[` and `]`).
+    items: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,11 @@ class Anchor:
 
     begins: str
     after: tuple[str, ...] = ()
+    #: The text every body begins with, when more than its first character (`begins`
+    #: then holds that character): Phi-4-mini's `functools[`. The body's syntax reads
+    #: it (a line that only begins like it is released as content), and a grammar's
+    #: free text never holds it.
+    word: str = ""
 
 
 @dataclass(frozen=True)

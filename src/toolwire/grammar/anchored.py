@@ -2,16 +2,18 @@
 
 Their calls have no opening delimiter: the parser (text-gated, `Parser.gated` False)
 starts a call only where a line begins, with a character of the format's
-`Anchor.begins` (`[` for pythonic, `{` for llama3_json), and releases anything else as
-content. So the tag writes calls only where the parser looks for them, and free text
-never holds an anchor character (which would make the parser try, or the grammar
-open, a call elsewhere):
+`Anchor.begins` (`[` for pythonic, `{` for llama3_json; `f` for Phi-4-mini, the
+first of its `word` `functools[`), and releases anything else as content. So the tag
+writes calls only where the parser looks for them, and free text never holds an
+anchor character, or the anchor's word where it has one (which would make the parser
+try, or the grammar open, a call elsewhere):
 
     auto       ONE of: calls | text | (text-line "\\n")+ calls     (text excludes the anchor)
     required   calls                     named   one call to that tool
     none       text
     calls      style pythonic: "[" CALL (", " CALL)* "]"     (one CALL when not parallel)
-               style json:     CALL (separator CALL)*         (one CALL when not parallel)
+               style json:     CALL (separator CALL)*         (one CALL when not parallel;
+                                                              inside the shape's items)
 
 pythonic: one EBNF grammar element per list (`pyliteral`: keyword arguments as Python
 literals typed by the schema). json: the shape's head (the name JSON-escaped) + the
@@ -63,20 +65,29 @@ def _json_calls(shape: AnchoredShape, specs: Sequence[ToolSpec], one: bool) -> E
         }
         for spec in specs
     ]
-    return {
+    calls: Element = {
         "type": "tags_with_separator",
         "tags": tags,
         "separator": shape.separator,
         "at_least_one": True,
         "stop_after_first": one,
     }
+    if shape.items is None:
+        return calls
+    opening, closing = shape.items
+    return {"type": "tag", "begin": opening, "content": calls, "end": closing}
 
 
 def anchored_format(
-    shape: AnchoredShape, anchors: str, specs: Sequence[ToolSpec], choice: str, *, parallel: bool
+    shape: AnchoredShape,
+    anchors: str | Sequence[str],
+    specs: Sequence[ToolSpec],
+    choice: str,
+    *,
+    parallel: bool,
 ) -> Element:
-    """The structural tag's `format` for a line-anchored format; `anchors`: the
-    characters a call list begins with (`Anchor.begins`)."""
+    """The structural tag's `format` for a line-anchored format; `anchors`: what free
+    text never holds (`Anchor.begins`'s characters, or its `word`)."""
     text: Element = {"type": "any_text", "excludes": list(anchors)}
     if choice == "none" or not specs:
         return text

@@ -27,8 +27,8 @@ without reasoning).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolwire import formats
@@ -36,7 +36,9 @@ from toolwire.formats.spec import AnchoredShape, Format, HeaderShape, Shape
 from toolwire.grammar.anchored import anchored_format
 from toolwire.grammar.build import build_format
 from toolwire.grammar.freeform import FREEFORM, enforce
+from toolwire.grammar.guidance import check_lark
 from toolwire.grammar.harmony import harmony_format
+from toolwire.grammar.lark import LarkUnsupported, to_lark
 from toolwire.grammar.policy import RELAXED, GrammarPolicy, bound_tag, tool_specs
 from toolwire.grammar.request import TagRequest, TagResult, eligibility
 from toolwire.grammar.schema import sort_properties
@@ -44,8 +46,11 @@ from toolwire.grammar.shared import prepare
 from toolwire.tokenizer import Tokenizer
 
 __all__ = [
+    "LarkResult",
     "TagResult",
     "build_tag",
+    "lark_grammar",
+    "lark_grammar_with_reason",
     "legacy_structural_tag",
     "structural_tag",
     "structural_tag_with_reason",
@@ -122,6 +127,105 @@ def structural_tag_with_reason(
     return TagResult(None, tuple(reasons), "compile_failed", request.token_level)
 
 
+@dataclass(frozen=True)
+class LarkResult:
+    """An llguidance grammar (or None: no constraint from this backend) and why."""
+
+    #: The Lark grammar (llguidance's dialect), or None.
+    lark: str | None
+    reasons: tuple[str, ...] = ()
+    #: As `TagResult.fallback`, and "unsupported_backend": llguidance cannot express
+    #: this tag (the reason says why); XGrammar's structural tag can.
+    fallback: str | None = None
+    token_level: bool = False
+
+
+def lark_grammar(
+    format: str | Format,
+    tools: Sequence[Any] | None,
+    *,
+    tool_choice: Any = "auto",
+    parallel_tool_calls: bool = True,
+    tokenizer: Tokenizer | None = None,
+    in_reasoning: bool | None = None,
+    policy: GrammarPolicy | None = None,
+    special_ids: Collection[int] | None = None,
+) -> str | None:
+    """The request's constraint for llguidance: the language of `structural_tag` as a
+    Lark grammar (`grammar.lark`), or None (see `lark_grammar_with_reason`)."""
+    return lark_grammar_with_reason(
+        format,
+        tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        tokenizer=tokenizer,
+        in_reasoning=in_reasoning,
+        policy=policy,
+        special_ids=special_ids,
+    ).lark
+
+
+def lark_grammar_with_reason(
+    format: str | Format,
+    tools: Sequence[Any] | None,
+    *,
+    tool_choice: Any = "auto",
+    parallel_tool_calls: bool = True,
+    tokenizer: Tokenizer | None = None,
+    in_reasoning: bool | None = None,
+    policy: GrammarPolicy | None = None,
+    special_ids: Collection[int] | None = None,
+) -> LarkResult:
+    """`lark_grammar` with the reasons and fallback code. The same eligibility and the
+    same elements as the structural tag; the check is llguidance's (when installed),
+    and a grammar it rejects gets the tag's fallback (relaxed arguments for forced
+    calls, else none). No XGrammar runs here.
+
+    `special_ids`: the ids the llguidance that applies the grammar takes as special
+    tokens (default: every added token, as `guidance.ll_tokenizer` builds it; an
+    upstream's: `guidance.upstream_specials`). A delimiter id outside them could be
+    written by text, so such a tag is not expressed ("unsupported_backend")."""
+    request = eligibility(
+        format,
+        tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        tokenizer=tokenizer,
+        in_reasoning=in_reasoning,
+        policy=policy,
+    )
+    if isinstance(request, TagResult):
+        return LarkResult(None, request.reasons, request.fallback, request.token_level)
+    reasons = list(request.reasons)
+    level = request.token_level
+    specials = {}
+    if tokenizer is not None and level:
+        special = tokenizer.added_ids if special_ids is None else frozenset(special_ids)
+        plain = sorted(set(request.lex.ids(request.fmt.delimiters)) - special)
+        if plain:
+            why = (
+                f"llguidance cannot express this tag: the delimiter token(s) {plain} are "
+                "not special tokens to its tokenizer, so text could write their ids"
+            )
+            return LarkResult(None, (*reasons, why), "unsupported_backend", level)
+        specials = {i: tokenizer.decode([i]) for i in special - set(tokenizer.eos_ids)}
+    try:
+        text = to_lark(build_tag(request), token_level=level, specials=specials)
+    except LarkUnsupported as exc:
+        reasons.append(f"llguidance cannot express this tag: {exc}")
+        return LarkResult(None, tuple(reasons), "unsupported_backend", level)
+    error = check_lark(text)
+    if error is None:
+        return LarkResult(text, tuple(reasons), None, level)
+    reasons.append(f"the grammar does not compile: {error}")
+    if request.choice in ("required", "named"):
+        text = to_lark(build_tag(request, relax=True), token_level=level, specials=specials)
+        if check_lark(text) is None:
+            reasons.append("fell back to the native envelope with any JSON object as arguments")
+            return LarkResult(text, tuple(reasons), "relaxed", level)
+    return LarkResult(None, tuple(reasons), "compile_failed", level)
+
+
 def build_tag(request: TagRequest, *, relax: bool = False) -> dict[str, Any]:
     """The request's tag as structural elements (rules not shared), JSON values
     bounded; `relax`: every tool's arguments any JSON object."""
@@ -129,7 +233,10 @@ def build_tag(request: TagRequest, *, relax: bool = False) -> dict[str, Any]:
     shape, choice, parallel = request.shape, request.choice, request.parallel
     body: dict[str, Any]
     if isinstance(shape, AnchoredShape):
-        anchors = request.fmt.anchor.begins if request.fmt.anchor else ""
+        anchor = request.fmt.anchor
+        anchors: str | list[str] = (
+            "" if anchor is None else [anchor.word] if anchor.word else anchor.begins
+        )
         body = anchored_format(shape, anchors, specs, choice, parallel=parallel)
     elif isinstance(shape, HeaderShape):
         exclude = request.policy.exclude_delimiters

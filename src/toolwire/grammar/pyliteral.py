@@ -5,7 +5,7 @@ language is the Python literal source of the values the schema allows, in the fo
 the pythonic parser reads and the renderer writes (`formats.pythonic.literal`):
 
     string   "..." (JSON escapes, which are valid Python; no control characters)
-    integer  -?(0|[1-9][0-9]*)          number  the same with optional fraction/exponent
+    integer  -?(0|[1-9][0-9]*)          number  the same, or a finite float (fraction/exponent)
     boolean  True | False               null    None
     array    [v, v]                     object  {"key": v, "key": v}  (schema order;
                                                 required keys present, optional ones may go;
@@ -41,7 +41,14 @@ _STRING_NO_MARKUP = (
     f'| "<<" {_AFTER_LT} | "<<" {_ESCAPE})* ("<<" | "<" | "") "\\""'
 )
 _INTEGER = '"-"? ("0" | [1-9] [0-9]*)'
-_NUMBER = _INTEGER + ' ("." [0-9]+)? ([eE] [-+]? [0-9]+)?'
+#: A number with a fraction or an exponent is a float, so it stays finite: at most 100
+#: digits before the point and a two-digit exponent (1e199 at most; a float holds
+#: 1.8e308). Past that the value is no JSON number (the parser keeps its text).
+_NUMBER = (
+    f"({_INTEGER}"
+    ' | "-"? ("0" | [1-9] [0-9]{0,99})'
+    ' ("." [0-9]+ ([eE] [-+]? [0-9] [0-9]?)? | [eE] [-+]? [0-9] [0-9]?))'
+)
 _UNENFORCED = (
     "pattern",
     "format",

@@ -27,7 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from toolwire import formats
+from toolwire import __version__, formats
 from toolwire.backends.base import Engine
 from toolwire.server import chat, messages, responses
 from toolwire.server.core.auth import Keys
@@ -88,7 +88,7 @@ def create_app(
     limits = limits or Limits()
     metrics = metrics or Metrics()
     store = MemoryStore() if store is None else store
-    app = FastAPI(title="toolwire", version="0.1.0")
+    app = FastAPI(title="toolwire", version=__version__)
     app.state.metrics = metrics
     app.state.engine = engine
     app.state.store = store

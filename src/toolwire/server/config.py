@@ -1,10 +1,11 @@
 """Server configuration: command-line flags, each with a `TOOLWIRE_*` environment variable.
 
 A flag given on the command line wins over its environment variable, which wins over
-the default. `OPTIONS` is the one table: the CLI, the README's configuration table and
-`ServerConfig` are all read from it. A repeatable flag (`--api-key`) collects every
-occurrence; its variable holds one value or several separated by commas. The guidance
-switches come from `guidance.SWITCHES` (the vLLM plugin reads the same variables).
+the default. `OPTIONS` is the one table: the CLI and `ServerConfig` read it, and the
+table of docs/configuration.md is generated from it (`python -m scripts.doctables`). A
+repeatable flag (`--api-key`) collects every occurrence; its variable holds one value or
+several separated by commas. The guidance switches come from `guidance.SWITCHES` (the
+vLLM plugin reads the same variables).
 """
 
 from __future__ import annotations
@@ -125,6 +126,13 @@ OPTIONS: tuple[Option, ...] = (
         "past it the request runs unconstrained and the compile goes on for the next one "
         "(0: no limit)",
     ),
+    Option(
+        "--grammar-backend",
+        str,
+        "auto",
+        "the constraint backend the vLLM/SGLang upstream runs: xgrammar or llguidance "
+        "(auto: SGLang's own says, else xgrammar; the embedded engine picks its own)",
+    ),
     Option("--grammar-workers", int, 1, "structural tag compiles running at once"),
     Option("--grammar-cache", int, 64, "compiled structural tags kept (entries)"),
     Option("--grammar-cache-mb", int, 512, "compiled structural tags kept (megabytes)"),
@@ -214,6 +222,7 @@ class ServerConfig:
     max_tools: int = 128
     max_nesting: int = 64
     grammar_timeout: float = 10.0
+    grammar_backend: str = "auto"
     grammar_workers: int = 1
     grammar_cache: int = 64
     grammar_cache_mb: int = 512
@@ -286,6 +295,8 @@ def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         values[option.dest] = given if given is not None else _from_env(option, environ)
     if values["engine"] not in ("llama", "vllm", "sglang"):
         raise ValueError(f"--engine must be llama, vllm or sglang, not {values['engine']!r}")
+    if values["grammar_backend"] not in ("auto", "xgrammar", "llguidance"):
+        raise ValueError("--grammar-backend must be auto, xgrammar or llguidance")
     if values["engine"] != "llama" and not values["upstream"]:
         raise ValueError(f"--engine {values['engine']} needs --upstream URL")
     if values["hosted_tools"] not in ("drop", "refuse"):

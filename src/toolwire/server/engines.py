@@ -160,10 +160,15 @@ def _remote_engine(
     template: str | None,
     rows: int | None,
 ) -> VllmEngine | SglangEngine:
-    from toolwire.backends.sglang import SglangEngine
+    from toolwire.backends.sglang import SglangEngine, grammar_backend_of
     from toolwire.backends.vllm import VllmEngine
 
     name = served_names(config)[0]
+    backend = config.grammar_backend
+    if backend == "auto":  # SGLang says which it runs; vLLM's default is XGrammar
+        found = grammar_backend_of(upstream) if config.engine == "sglang" else None
+        backend = found or "xgrammar"
+        log.info("grammar backend %r (%s)", backend, "the upstream's" if found else "default")
     if config.engine == "vllm":
         return VllmEngine(
             upstream,
@@ -175,6 +180,7 @@ def _remote_engine(
             timeout=config.upstream_timeout,
             max_prompt_tokens=config.max_prompt_tokens,
             vocab_size=rows,
+            grammar_backend=backend,
         )
     return SglangEngine(
         upstream,
@@ -185,6 +191,7 @@ def _remote_engine(
         timeout=config.upstream_timeout,
         max_prompt_tokens=config.max_prompt_tokens,
         vocab_size=rows,
+        grammar_backend=backend,
     )
 
 

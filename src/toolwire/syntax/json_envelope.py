@@ -61,11 +61,20 @@ class JsonEnvelope(ArgumentsDrain):
             return 0
         if self._error:
             return len(text)
-        held = len(self._buf)
+        held, size, scanned = len(self._buf), len(text), 0
+        if not held and self._tried and self._phase is _Phase.VALUE:
+            # Inside a value (a streamed one, or one longer than its first chunk): the
+            # scan takes the text as it is, without the buffer or the phase loop.
+            end = self._value.feed(text)
+            self._take(text[:end])
+            if not self._value.done:
+                return size
+            self._value_done()
+            text, scanned = text[end:], end
         buf = self._buf + text
         pos = self._advance(buf)
         self._buf = "" if self.done else buf[pos:]  # a self-ending body left the rest
-        return max(0, pos - held) if self.done else len(text)
+        return scanned + max(0, pos - held) if self.done else size
 
     def _advance(self, buf: str) -> int:
         pos, size = 0, len(buf)

@@ -109,6 +109,10 @@ class TaggedParams(ArgumentsDrain):
         if self._error:
             return len(text)
         self._buf += text
+        if self._phase is _Phase.VALUE:  # inside a value: its scan, not the phase loop
+            if not self._value_text():
+                return len(text)
+            self._phase = _Phase.PARAMS
         self._advance()
         if self.done:  # what follows the end tag is the parser's again (all of this feed)
             rest, self._buf = len(self._buf), ""

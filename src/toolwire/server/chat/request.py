@@ -36,7 +36,7 @@ _REASONING = ("reasoning_content", "reasoning", "thinking")
 MAX_CHOICES = 16
 MAX_TOP_LOGPROBS = 20
 
-#: Every top-level field of a Chat Completions request (the README's table is made
+#: Every top-level field of a Chat Completions request (docs/server.md's table is made
 #: from it).
 SURFACE: Surface = {
     "model": acts("must be a served model name (`--served-model-name`)"),

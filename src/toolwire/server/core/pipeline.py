@@ -69,9 +69,9 @@ from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
 from toolwire.backends.base import Delta, Engine, EngineError, Generation, TokenLogprob
+from toolwire.backends.grammar_backend import request_grammar
 from toolwire.errors import PromptError, ToolwireError
 from toolwire.events import Event, ToolCallBegin, ToolCallEnd
-from toolwire.grammar import structural_tag_with_reason
 from toolwire.grammar.output import output_tag
 from toolwire.grammar.policy import GrammarPolicy, loosen
 from toolwire.parser import Parser
@@ -282,7 +282,9 @@ def _render(engine: Engine, request: ChatRequest, offered: Offer) -> Prompt:
 
 #: Fallback codes of `structural_tag_with_reason` that mean a constraint was lost or
 #: weakened (the others say no constraint was wanted: no tools, scope, disabled).
-_FALLBACKS = frozenset({"relaxed", "compile_failed", "unsupported_format", "unknown_format"})
+_FALLBACKS = frozenset(
+    {"relaxed", "compile_failed", "unsupported_format", "unknown_format", "unsupported_backend"}
+)
 
 
 def _relaxed_tag(
@@ -295,7 +297,8 @@ def _relaxed_tag(
     def relaxed() -> dict[str, Any] | None:
         if offered.tool_choice in (None, "auto") or not offered.call_tools:
             return None
-        return structural_tag_with_reason(
+        return request_grammar(
+            engine,
             engine.format,
             loosen(offered.call_tools),
             tool_choice=offered.tool_choice,
@@ -327,7 +330,8 @@ def _structural_tag(
     if not engine.constrains or not offered.call_tools or offered.tool_choice == "none":
         return None, "", ()
     try:
-        result = structural_tag_with_reason(
+        result = request_grammar(
+            engine,
             engine.format,
             offered.call_tools,
             tool_choice=offered.tool_choice,

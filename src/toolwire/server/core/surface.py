@@ -5,7 +5,7 @@ One table per API (`Surface`, in the API's `request.py`), read by its request re
     body --refuse()--> a refused field set to a value it cannot honour: 400 naming it
          --unknown()--> the fields no table names: logged and counted by the turn
                         (`toolwire_unknown_fields_total{route, field}`), never silent
-    every Surface --markdown()--> the README's field table (a test compares them)
+    every Surface --markdown()--> docs/server.md's field table (make docs; a test compares them)
 
 A field *acts* when the server does what it asks; it is *accepted* when the server takes
 it and its meaning needs nothing here (documented in its note: `metadata` is kept no
@@ -32,13 +32,13 @@ class Field:
     """One top-level field of an API's request body."""
 
     status: Status
-    #: What the server does with it (or why it refuses it), for the README.
+    #: What the server does with it (or why it refuses it), for docs/server.md.
     note: str
     #: For a refused field: the values that are accepted all the same (null always is).
     allowed: tuple[Any, ...] = ()
 
 
-#: An API's fields, by name, in the order the README lists them.
+#: An API's fields, by name, in the order docs/server.md lists them.
 Surface: TypeAlias = Mapping[str, Field]
 
 

@@ -76,7 +76,7 @@ _EDITS_REFUSED = {
     "compact_20260112": "no server-side compaction",
 }
 
-#: Every top-level field of a Messages request (the README's table is made from it).
+#: Every top-level field of a Messages request (docs/server.md's table is made from it).
 SURFACE: Surface = {
     "model": acts("must be a served model name (`--served-model-name`)"),
     "max_tokens": acts("required; bounded by the context left after the prompt"),

@@ -102,7 +102,7 @@ _TOOLS = fields.ToolFields(
 _INCLUDE_REFUSED = {"message.output_text.logprobs": "logprobs are not returned here"}
 _VERBOSITY = frozenset({"low", "medium", "high"})
 
-#: Every top-level field of a Responses request (the README's table is made from it).
+#: Every top-level field of a Responses request (docs/server.md's table is made from it).
 SURFACE: Surface = {
     "model": acts("must be a served model name (`--served-model-name`)"),
     "input": acts(

@@ -1,0 +1,196 @@
+"""Guidance's cost at the first token: p50 TTFT through `toolwire serve --engine vllm`
+with structural tags on (the default) and off (`--guidance off`), on vLLM's CPU server.
+
+    python -m bench.guidance_ttft [--blocks 4] [--batches 2] [--streams 8] [--tools 4]
+                                  [--tokens 16] [--vllm-python PATH] [--model-dir DIR]
+                                  [--vllm-url URL --vllm-pid PID] [--json FILE]
+
+One vLLM (bench.proxy's `vllm_server`: the tiny random-weight Qwen3 of
+`tests/tiny_qwen3.py` on the `--vllm-python` venv's vLLM CPU build), and in front of it
+two `toolwire serve --engine vllm`, one per setting, both idle but for the block being
+measured. Every request is the same chat request: one user message, the first
+`--tools` distinct BFCL tools (`corpora/bfcl`, the `multiple` category first),
+`tool_choice` auto, `--tokens` max tokens, streamed, no seed (vLLM's CPU build fails on
+seeded requests). With guidance on, toolwire sends each one with its structural tag
+(vLLM compiles it once: XGrammar's compiler cache keys on the tag); off, with none.
+
+Blocks alternate on, off, on, off, ... (`--blocks` of each); a block is `--batches`
+batches of `--streams` concurrent requests, and a request's TTFT runs from sending it to
+the first event carrying text, reasoning or a call. After a warm-up on each server (the
+template, the tag, vLLM's compile) and once both toolwire processes are idle, the
+blocks run. Reported: each block's p50, the median of the blocks' p50 per setting, the
+p50 over all of a setting's requests, and the ratio on/off of both. A stream that ends
+in an error event (the random model sometimes samples a padding id past Qwen3's
+vocabulary, which toolwire refuses as an engine error; only with guidance off, since the
+tag's mask excludes those ids) still counts if its first output came before; the counts
+are printed, and so is how many tags each server built (its metrics), to show the
+setting took. The machine may be shared: alternating blocks and medians are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx
+from tests.data import data_path
+
+from bench.proxy import ROOT, SERVED, _has_output, settle, toolwire, vllm_server
+from toolwire.check.corpus import bfcl_folder, load_bfcl
+
+ASK = [{"role": "user", "content": "What is the area of a triangle of base 3 and height 4?"}]
+SETTINGS = ("on", "off")
+
+
+def bfcl_tools(count: int) -> list[dict[str, Any]]:
+    """The first `count` distinct BFCL tools (by name), `multiple` first."""
+    folder = bfcl_folder(None, data_path())
+    seen: dict[str, dict[str, Any]] = {}
+    for category in ("multiple", "simple_python"):
+        for case in load_bfcl(folder, category):
+            for tool in case.tools:
+                seen.setdefault(tool["function"]["name"], tool)
+                if len(seen) == count:
+                    return list(seen.values())
+    return list(seen.values())
+
+
+def chat_body(tools: list[dict[str, Any]], tokens: int) -> dict[str, Any]:
+    return {
+        "model": SERVED,
+        "messages": ASK,
+        "tools": tools,
+        "tool_choice": "auto",
+        "max_tokens": tokens,
+        "stream": True,
+    }
+
+
+async def first_output(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any]
+) -> tuple[float | None, bool]:
+    """(seconds to the first output or None, whether the stream carried an error)."""
+    started = time.perf_counter()
+    first: float | None = None
+    errored = False
+    pending = b""
+    async with session.post(url, json=body) as response:
+        if response.status != 200:
+            return None, True
+        async for chunk in response.content.iter_any():
+            pending += chunk
+            *events, pending = pending.split(b"\n\n")
+            for event in events:
+                if first is None and _has_output(event):
+                    first = time.perf_counter() - started
+                errored = errored or event.startswith(b'data: {"error"')
+    return first, errored
+
+
+async def batch(url: str, body: dict[str, Any], streams: int) -> list[tuple[float | None, bool]]:
+    timeout = aiohttp.ClientTimeout(total=900)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        return await asyncio.gather(*(first_output(session, url, body) for _ in range(streams)))
+
+
+def tags_measured(url: str) -> float:
+    """How many distinct tags the server has built and measured for its upstream (its
+    `toolwire_grammar_compile_seconds` count): 1 with guidance on, 0 off."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    counts = re.findall(r"^toolwire_grammar_compile_seconds_count\{[^}]*\} (\S+)$", text, re.M)
+    return sum(float(c) for c in counts)
+
+
+def p50_ms(values: list[float]) -> float:
+    return round(statistics.median(values) * 1e3, 1)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=4, help="blocks of each setting")
+    parser.add_argument("--batches", type=int, default=2, help="batches per block")
+    parser.add_argument("--streams", type=int, default=8, help="concurrent requests per batch")
+    parser.add_argument("--tools", type=int, default=4, help="BFCL tools per request")
+    parser.add_argument("--tokens", type=int, default=16, help="max tokens per request")
+    parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
+    parser.add_argument("--model-dir", type=Path, help="where the tiny Qwen3 is built (kept)")
+    parser.add_argument("--vllm-url", help="a vLLM server already running (not stopped)")
+    parser.add_argument("--vllm-pid", type=int, help="its API-server process, with --vllm-url")
+    parser.add_argument("--toolwire-src", default=str(ROOT / "src"), help="toolwire's PYTHONPATH")
+    parser.add_argument("--json", type=Path, help="write the blocks and the summary here")
+    args = parser.parse_args()
+    tools = bfcl_tools(args.tools)
+    body = chat_body(tools, args.tokens)
+    blocks: list[dict[str, Any]] = []
+    with (
+        vllm_server(args) as (url, _api_pid, model),
+        toolwire(url, model, args.toolwire_src) as (on_url, on_pid),
+        toolwire(url, model, args.toolwire_src, ["--guidance", "off"]) as (off_url, off_pid),
+    ):
+        servers = {"on": on_url, "off": off_url}
+        for setting, where in servers.items():
+            policy = httpx.get(f"{where}/health/ready", timeout=10).json()["guidance"]
+            print(f"guidance {setting}: {policy}")
+            for _ in range(2):  # warm-up: template, tag, vLLM's compile
+                asyncio.run(batch(f"{where}/v1/chat/completions", body, 2))
+        settle(on_pid)
+        settle(off_pid)
+        names = ", ".join(t["function"]["name"] for t in tools)
+        print(f"{args.streams} concurrent, {args.tokens} max tokens, tools: {names}")
+        for index in range(args.blocks):
+            for setting in SETTINGS:
+                results = []
+                for _ in range(args.batches):
+                    where = f"{servers[setting]}/v1/chat/completions"
+                    results += asyncio.run(batch(where, body, args.streams))
+                ttft = [t for t, _ in results if t is not None]
+                block = {
+                    "block": index,
+                    "guidance": setting,
+                    "ttft_s": ttft,
+                    "p50_ms": p50_ms(ttft) if ttft else None,
+                    "no_output": sum(t is None for t, _ in results),
+                    "errors": sum(e for _, e in results),
+                }
+                blocks.append(block)
+                print(
+                    f"  block {index} guidance {setting:3s} TTFT p50 {block['p50_ms']} ms "
+                    f"({len(ttft)} requests, {block['errors']} errors, "
+                    f"{block['no_output']} without output)",
+                    flush=True,
+                )
+        for setting, where in servers.items():
+            print(f"guidance {setting}: {tags_measured(where):g} tag(s) built")
+    summary: dict[str, Any] = {}
+    for setting in SETTINGS:
+        of = [b for b in blocks if b["guidance"] == setting and b["p50_ms"] is not None]
+        summary[setting] = {
+            "median_block_p50_ms": round(statistics.median(b["p50_ms"] for b in of), 1),
+            "p50_all_ms": p50_ms([t for b in of for t in b["ttft_s"]]),
+        }
+    for key in ("median_block_p50_ms", "p50_all_ms"):
+        summary[f"ratio_{key}"] = round(summary["on"][key] / summary["off"][key], 3)
+    print(
+        f"\nguidance on:  median of block p50 {summary['on']['median_block_p50_ms']} ms, "
+        f"p50 of all {summary['on']['p50_all_ms']} ms\n"
+        f"guidance off: median of block p50 {summary['off']['median_block_p50_ms']} ms, "
+        f"p50 of all {summary['off']['p50_all_ms']} ms\n"
+        f"on/off: {summary['ratio_median_block_p50_ms']} (block p50s), "
+        f"{summary['ratio_p50_all_ms']} (all requests)"
+    )
+    if args.json:
+        report = {"args": {k: str(v) for k, v in vars(args).items()}, "blocks": blocks}
+        args.json.write_text(json.dumps(report | {"summary": summary}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
