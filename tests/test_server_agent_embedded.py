@@ -210,5 +210,5 @@ def test_bad_input_in_each_api_shape(served: Served) -> None:
         served.anthropic.messages.create(model=MODEL, max_tokens=0, messages=[])
     assert caught.value.body["error"]["message"].startswith("max_tokens:")  # type: ignore[index]
     with pytest.raises(openai.BadRequestError) as failed:
-        served.openai.responses.create(model=MODEL, input="x", tools=[{"type": "file_search"}])
+        served.openai.responses.create(model=MODEL, input="x", tools=[{"type": "no_such_tool"}])
     assert failed.value.body["param"] == "tools[0].type"  # type: ignore[index]
