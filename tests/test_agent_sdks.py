@@ -399,6 +399,7 @@ def test_forced_call_ends_on_the_embedded_engine(embedded: str, api: str, stream
         request: dict[str, Any] = {
             "model": SMOLLM,
             "messages": [{"role": "user", "content": QUESTION}],
+            "temperature": 0,  # greedy: the call is the model's likeliest, not a sample
             "tools": [CHAT_TOOL],
             "tool_choice": "required",
             "parallel_tool_calls": False,
@@ -425,6 +426,7 @@ def test_forced_call_ends_on_the_embedded_engine(embedded: str, api: str, stream
         request = {
             "model": SMOLLM,
             "input": QUESTION,
+            "temperature": 0,
             "tools": [FLAT_TOOL],
             "tool_choice": "required",
             "parallel_tool_calls": False,
@@ -441,7 +443,8 @@ def test_forced_call_ends_on_the_embedded_engine(embedded: str, api: str, stream
         client = anthropic.Anthropic(base_url=embedded, api_key="x", max_retries=0)
         request = {
             "model": SMOLLM,
-            "max_tokens": 96,
+            # (this SDK takes no temperature: sampled, the call may run longer)
+            "max_tokens": 256,
             "messages": [{"role": "user", "content": QUESTION}],
             "tools": [ANTHROPIC_TOOL],
             "tool_choice": {"type": "any", "disable_parallel_tool_use": True},

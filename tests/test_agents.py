@@ -213,7 +213,7 @@ def test_claude_code_on_the_embedded_engine(tmp_path: Path) -> None:
         "--served-model-name",
         "claude-*",
         "--context",
-        "16384",
+        "65536",  # its later requests reach ~28k tokens
         *_UNBOUNDED,
     )
     with toolwire_serve(log, *flags) as url:
