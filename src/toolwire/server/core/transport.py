@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 from fastapi import Request
 
 from toolwire.events import Event
+from toolwire.nesting import MAX_DEPTH, json_too_deep
 from toolwire.server.core.errors import ApiError, failure
 from toolwire.server.core.metrics import Metrics
 from toolwire.server.core.pipeline import Run, Step
@@ -67,10 +68,25 @@ async def read_json(http: Request, max_bytes: int) -> Any:
     return await asyncio.to_thread(_decode, b"".join(chunks))  # megabytes: off the loop
 
 
+#: The deepest body the decoder is given: far below the interpreter's recursion limit,
+#: far above what the library accepts (`MAX_DEPTH`), so that a body between the two
+#: reaches the field checks and is refused naming the field.
+DECODE_DEPTH = 4 * MAX_DEPTH
+
+
 def _decode(data: bytes) -> Any:
+    # The depth is checked before decoding, without recursion: json's C decoder would
+    # recurse once per level up to the interpreter's limit, and a collection run at that
+    # depth fails every finalizer it calls. Latin-1 keeps every byte where it is, and
+    # no byte of a multi-byte UTF-8 character is a bracket, quote or backslash.
+    brackets = data.count(b"{") + data.count(b"[")
+    if brackets > DECODE_DEPTH and json_too_deep(data.decode("latin-1"), DECODE_DEPTH):
+        raise ApiError(
+            400, f"the request body is nested deeper than {DECODE_DEPTH} levels", param="body"
+        )
     try:
         return json.loads(data)
-    except RecursionError:
+    except RecursionError:  # the scan above refuses such bodies; kept as a last guard
         raise ApiError(400, "the request body is nested too deeply", param="body") from None
     except ValueError:
         raise ApiError(400, "the request body is not valid JSON", param="body") from None
