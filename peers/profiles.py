@@ -327,6 +327,11 @@ PROFILES: dict[str, Profile] = {
     "phi4_mini": Profile(
         "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),
     ),
+    # ERNIE 4.5: its end token, as the derived vocabulary spells it. SGLang has no
+    # ERNIE parser.
+    "ernie45": Profile(
+        "derived:ernie45", None, None, ("<|end_of_sentence|>",), _v("ernie45", "ernie45"),
+    ),
     # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
     "hy_v3": Profile(
         "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),

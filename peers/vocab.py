@@ -183,6 +183,16 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|end|>",
         "",
     ),
+    # ERNIE 4.5: the six markers vLLM's ERNIE parsers look up by id, and its turn and
+    # turn tokens, `<|end_of_sentence|>` standing for its end token `</s>` (a word of
+    # Qwen's vocabulary); no ERNIE vocabulary or template is available offline, so which
+    # of these the real vocabulary holds, and with which flags, is not checked.
+    "ernie45": (
+        ["<|begin_of_sentence|>", "<|end_of_sentence|>", "<think>", "</think>",
+         "<response>", "</response>", "<tool_call>", "</tool_call>"],
+        "<|end_of_sentence|>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (
@@ -228,6 +238,9 @@ NOT_SPECIAL: dict[str, frozenset[str]] = {
         }
     ),
     "minimax_m3": frozenset({"]<]minimax[>[", "<mm:think>", "</mm:think>"}),
+    # ERNIE 4.5: vLLM's tool parser reads `<tool_call>` and `</think>` in text decoded
+    # with special tokens skipped, so they are taken as added, not special.
+    "ernie45": frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>"}),
 }  # fmt: skip
 
 _BASE_VOCAB = 151643  # Qwen3's BPE vocabulary; its first added token is <|endoftext|>

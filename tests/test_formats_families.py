@@ -1,4 +1,4 @@
-"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan: per-format tests.
+"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, ERNIE 4.5.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -42,6 +42,8 @@ NATIVE = {
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
     "hunyuan": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
     "</tool_calls>",
+    "ernie45": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}'
+    "\n</tool_call>",
 }
 NAMES = sorted(NATIVE)
 
@@ -401,3 +403,37 @@ def test_phi4_mini_calls_follow_functools_at_a_line_start() -> None:
     ):
         msg = message("phi4_mini", tok.encode(prose))
         assert msg.tool_calls == [] and msg.content == prose
+
+
+# -- ERNIE 4.5 ---------------------------------------------------------------------------
+
+
+def test_ernie45_reads_the_parsers_own_samples_after_prefilled_reasoning() -> None:
+    tok = cases.tokenizer("ernie45")
+    call = NATIVE["ernie45"]
+    # vLLM's ernie45 tool parser's sample: reasoning, `</think>`, blank lines, the call.
+    text = "The user wants the weather.\n</think>\n\n\n" + call + "\n"
+    ids = tok.encode(text)
+    whole = message("ernie45", ids, in_reasoning=True)
+    assert calls_of(whole) == [WEATHER]
+    assert whole.reasoning == "The user wants the weather." and whole.content is None
+    for stream in (False, True):
+        cut = message(
+            "ernie45", ids, range(1, len(ids)), in_reasoning=True, stream_arguments=stream
+        )
+        assert calls_of(cut) == [WEATHER] and cut.reasoning == whole.reasoning
+    # The reasoning parser's answer form: `<response>` markers are dropped, their text kept.
+    answer = tok.encode("Let me answer.\n</think>\n\n<response>\nIt is sunny.\n</response>\n")
+    msg = message("ernie45", answer, in_reasoning=True)
+    assert msg.reasoning == "Let me answer." and msg.tool_calls == []
+    assert msg.content == "It is sunny."
+
+
+def test_ernie45_a_call_quoted_inside_reasoning_is_reasoning() -> None:
+    tok = cases.tokenizer("ernie45")
+    text = "Maybe " + NATIVE["ernie45"] + " is wrong.\n</think>\n\nNo call."
+    for deltas in ((), range(1, len(tok.encode(text)))):
+        msg = message("ernie45", tok.encode(text), deltas, in_reasoning=True)
+        assert msg.tool_calls == []
+        assert msg.reasoning == "Maybe " + NATIVE["ernie45"] + " is wrong."
+        assert msg.content == "No call."
