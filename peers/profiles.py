@@ -332,6 +332,11 @@ PROFILES: dict[str, Profile] = {
     "ernie45": Profile(
         "derived:ernie45", None, None, ("<|end_of_sentence|>",), _v("ernie45", "ernie45"),
     ),
+    # OLMo 3 Instruct: ChatML's ends (no OLMo generation config offline). SGLang has no
+    # OLMo parser.
+    "olmo3": Profile(
+        "derived:olmo3", None, None, ("<|im_end|>", "<|endoftext|>"), _v("olmo3"),
+    ),
     # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
     "hy_v3": Profile(
         "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),

@@ -193,6 +193,15 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|end_of_sentence|>",
         "",
     ),
+    # OLMo 3: ChatML's turn tokens, the `<functions>` tags its template writes the tools
+    # in and the `<function_calls>` tags of its calls (no OLMo vocabulary or template is
+    # available offline, so which of these the real vocabulary holds is not checked).
+    "olmo3": (
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<functions>", "</functions>",
+         "<function_calls>", "</function_calls>"],
+        "<|im_end|>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

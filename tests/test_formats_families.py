@@ -1,4 +1,4 @@
-"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, ERNIE 4.5.
+"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, ERNIE 4.5, OLMo 3.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -44,6 +44,7 @@ NATIVE = {
     "</tool_calls>",
     "ernie45": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}'
     "\n</tool_call>",
+    "olmo3": '<function_calls>get_weather(city="Paris", days=3)</function_calls>',
 }
 NAMES = sorted(NATIVE)
 
@@ -187,7 +188,7 @@ def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> No
 # -- lists ended by a mark (LFM2, Command) ---------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "olmo3"])
 def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -200,7 +201,7 @@ def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -
     assert squash(cut.content) == squash(tok.decode(ids))
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "olmo3"])
 def test_text_after_the_list_is_content(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -210,7 +211,7 @@ def test_text_after_the_list_is_content(name: str) -> None:
         assert msg.content == "Done."
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "olmo3"])
 def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str) -> None:
     mark = formats.get(name).marks[0]
     text = NATIVE[name].removesuffix(mark) + mark[:5] + "x and more."
@@ -437,3 +438,39 @@ def test_ernie45_a_call_quoted_inside_reasoning_is_reasoning() -> None:
         assert msg.tool_calls == []
         assert msg.reasoning == "Maybe " + NATIVE["ernie45"] + " is wrong."
         assert msg.content == "No call."
+
+
+# -- OLMo 3 ------------------------------------------------------------------------------
+
+
+def test_olmo3_reads_one_call_a_line_with_json_literals() -> None:
+    tok = cases.tokenizer("olmo3")
+    text = (
+        'Let me check.<function_calls>get_weather(city="Paris", days=3)\n'
+        "get_weather(city='Rome', days=null)\n</function_calls>"
+    )
+    ids = tok.encode(text)
+    for deltas in ((), range(1, len(ids))):
+        for stream in (False, True):
+            msg = message("olmo3", ids, deltas, stream_arguments=stream)
+            assert calls_of(msg) == [WEATHER, ("get_weather", {"city": "Rome", "days": None})]
+            assert msg.content == "Let me check."
+    # JSON's constants at any depth, where the schema leaves the type open.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    call = "<function_calls>f(a=true, b=[false, null], c={'k': true})</function_calls>"
+    msg = message("olmo3", tok.encode(call), tools=tools)
+    assert calls_of(msg) == [("f", {"a": True, "b": [False, None], "c": {"k": True}})]
+
+
+@pytest.mark.parametrize(
+    "body",
+    ['[get_weather(city="Paris")]', "get_weather(city=)", "42", 'get_weather("Paris")'],
+)
+def test_olmo3_a_list_that_is_not_its_calls_is_content(body: str) -> None:
+    tok = cases.tokenizer("olmo3")
+    text = "<function_calls>" + body + "</function_calls> and more."
+    ids = tok.encode(text)
+    for deltas in ((), range(1, len(ids))):
+        msg = message("olmo3", ids, deltas)
+        assert msg.tool_calls == []
+        assert msg.content == text

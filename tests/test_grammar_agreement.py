@@ -85,8 +85,9 @@ def _shape(fmt: str) -> Shape:
 
 
 def _pythonic_list(fmt: str) -> bool:
+    """Whether the format's calls are Python calls (each ends at its `)`)."""
     grammar = formats.get(fmt).grammar
-    return isinstance(grammar, AnchoredShape) and grammar.style == "pythonic"
+    return isinstance(grammar, AnchoredShape | Shape) and grammar.style == "pythonic"
 
 
 def _anchor(fmt: str) -> str | None:
@@ -169,9 +170,15 @@ def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: 
     if isinstance(grammar, AnchoredShape) and grammar.style == "json":
         return tok.decode(ids).count(grammar.head.split("{name}")[0])
     shape = _shape(fmt)
-    if _pythonic_list(fmt) or shape.style == "pythonic":
+    if _pythonic_list(fmt):
+        # A call begins a list (`[`, or the call's open where the list has no bracket:
+        # OLMo 3) or follows the list's separator.
+        starts = ["[", ", "]
+        if isinstance(grammar, Shape) and grammar.items is not None:
+            starts = [grammar.items[0] or spec.call[0], grammar.separator]
+        begins = "|".join(re.escape(text) for text in starts)
         alternatives = "|".join(re.escape(n) for n in names)
-        return len(re.findall(rf"(?:\[|, )(?:{alternatives})\(", tok.decode(ids)))
+        return len(re.findall(rf"(?:{begins})(?:{alternatives})\(", tok.decode(ids)))
     if shape.items is not None:  # a list of JSON calls: count the items' heads
         return tok.decode(ids).count(shape.head.split("{name}")[0].split("{index}")[0])
     opener = formats.get(fmt).call[0]

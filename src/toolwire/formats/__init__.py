@@ -193,6 +193,7 @@ def _import_builtins() -> None:
         minimax_m3,
         mistral,
         nemotron,
+        olmo3,
         phi4_mini,
         pythonic,
         qwen3,

@@ -79,6 +79,9 @@ class Shape:
     items: tuple[str, str] | None = None
     #: Written once after the list: its closing mark (`<|END_ACTION|>`), or "".
     list_end: str = ""
+    #: Style "pythonic": values may also be JSON's `true`, `false` and `null`, as the
+    #: family writes them in its calls (OLMo 3) and its parser reads them.
+    json_names: bool = False
     #: (open, close) of the channel the format writes content in (Kimi K3's response
     #: channel), allowed once before the calls where text is (`auto`, `none`).
     content: tuple[str, str] | None = None

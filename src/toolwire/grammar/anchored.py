@@ -45,13 +45,27 @@ def unenforced_reasons(specs: Sequence[ToolSpec]) -> list[str]:
     return out
 
 
-def pythonic_list(specs: Sequence[ToolSpec], one: bool, *, no_markup: bool = False) -> Element:
+def pythonic_list(
+    specs: Sequence[ToolSpec],
+    one: bool,
+    *,
+    no_markup: str = "",
+    items: tuple[str, str] = ("[", "]"),
+    separator: str = ", ",
+    json_names: bool = False,
+) -> Element:
     """`[CALL, ...]` (one CALL when `one`) as one EBNF grammar element; `no_markup`:
-    strings never hold `<|` (`Literals`)."""
-    lits = Literals(no_markup=no_markup)
+    strings never hold `<` then one of these characters (`Literals`); `items`,
+    `separator`: the list's own text (OLMo 3's calls are one a line, with no
+    brackets); `json_names`: values may also be JSON's `true`, `false`, `null`."""
+    lits = Literals(no_markup=no_markup, json_names=json_names)
     calls = [f'{ebnf_string(spec.name + "(")} {lits.keywords(spec.schema)} ")"' for spec in specs]
     call = "(" + " | ".join(calls) + ")"
-    root = f'"[" {call} "]"' if one else f'"[" {call} (", " {call})* "]"'
+    body = call if one else f"{call} ({ebnf_string(separator)} {call})*"
+    root = " ".join(
+        [*([ebnf_string(items[0])] if items[0] else []), body]
+        + ([ebnf_string(items[1])] if items[1] else [])
+    )
     return {"type": "grammar", "grammar": lits.grammar(root)}
 
 

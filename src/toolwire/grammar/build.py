@@ -277,8 +277,18 @@ class _Builder:
         shape = self.shape
         assert shape.items is not None
         if shape.style == "pythonic":
-            # Inside the call tokens, a string must not spell a `<|...|>` delimiter.
-            items = pythonic_list(specs, one, no_markup=True)
+            # Inside the call tokens, a string must not begin a delimiter's text
+            # (`<|...|>`, OLMo 3's `</function_calls>`).
+            marks = (*(d for d in self.fmt.call if d), *self.fmt.marks)
+            after = {d[1] for d in marks if d.startswith("<") and len(d) > 1}
+            items = pythonic_list(
+                specs,
+                one,
+                no_markup="".join(sorted(after)),
+                items=shape.items,
+                separator=shape.separator,
+                json_names=shape.json_names,
+            )
         else:
             item = _calls([self.item(spec) for spec in specs])
             more = {

@@ -30,16 +30,22 @@ from toolwire.tools import schema_type
 __all__ = ["Literals", "ebnf_string", "unenforced"]
 
 _STRING = '"\\"" ([^"\\\\\\x00-\\x1f] | "\\\\" ["\\\\nt])* "\\""'
-#: The same strings, never holding `<|` (the start of every `<|...|>` delimiter): a `<`
-#: (or `<<`) goes on with anything but `|`, or ends the string. Written as flat
-#: alternatives: an unbounded run (`"<"+`) makes XGrammar's mask inside every string
-#: ~500x slower (60 ms per token instead of 0.1 ms), so a run of `<` is at most 2 long.
+#: The same strings, never holding `<` then one of `after` (the start of every `<|...|>`
+#: delimiter for "|"; OLMo 3's `<function_calls>` tags for "f/"): a `<` (or `<<`) goes
+#: on with any other character, or ends the string. Written as flat alternatives: an
+#: unbounded run (`"<"+`) makes XGrammar's mask inside every string ~500x slower (60 ms
+#: per token instead of 0.1 ms), so a run of `<` is at most 2 long.
 _ESCAPE = '"\\\\" ["\\\\nt]'
-_AFTER_LT = '[^"\\\\<|\\x00-\\x1f]'
-_STRING_NO_MARKUP = (
-    f'"\\"" ([^"\\\\<\\x00-\\x1f] | {_ESCAPE} | "<" {_AFTER_LT} | "<" {_ESCAPE} '
-    f'| "<<" {_AFTER_LT} | "<<" {_ESCAPE})* ("<<" | "<" | "") "\\""'
-)
+
+
+def _string_without_markup(after: str) -> str:
+    other = '[^"\\\\<' + "".join("\\" + c if c in "]\\^-" else c for c in after) + "\\x00-\\x1f]"
+    return (
+        f'"\\"" ([^"\\\\<\\x00-\\x1f] | {_ESCAPE} | "<" {other} | "<" {_ESCAPE} '
+        f'| "<<" {other} | "<<" {_ESCAPE})* ("<<" | "<" | "") "\\""'
+    )
+
+
 _INTEGER = '"-"? ("0" | [1-9] [0-9]*)'
 #: A number with a fraction or an exponent is a float, so it stays finite: at most 100
 #: digits before the point and a two-digit exponent (1e199 at most; a float holds
@@ -107,14 +113,20 @@ def _literal(value: Any) -> str:
 class Literals:
     """Rules of one EBNF grammar; `rule()` adds the rules for a schema, by name."""
 
-    def __init__(self, *, no_markup: bool = False) -> None:
-        """`no_markup`: strings never hold `<|` (a delimiter's text, where a format's
-        delimiters are `<|...|>` tokens that its parser acts on inside a call)."""
+    def __init__(self, *, no_markup: str = "", json_names: bool = False) -> None:
+        """`no_markup`: strings never hold `<` followed by one of these characters (the
+        start of a delimiter's text, where a format's delimiters are tokens that its
+        parser acts on inside a call: "|" for `<|...|>`);
+        `json_names`: JSON's `true`, `false` and `null` are allowed beside Python's
+        (OLMo 3 writes them)."""
+        self._json_names = json_names
+        self._bool = '("True" | "False" | "true" | "false")' if json_names else '("True" | "False")'
+        self._null = '("None" | "null")' if json_names else '"None"'
         self._rules: dict[str, str] = {
-            "str": _STRING_NO_MARKUP if no_markup else _STRING,
+            "str": _string_without_markup(no_markup) if no_markup else _STRING,
             "int": _INTEGER,
             "num": _NUMBER,
-            "any": 'str | num | "True" | "False" | "None" | anylist | anydict',
+            "any": f"str | num | {self._bool} | {self._null} | anylist | anydict",
             "anylist": '"[" (any (", " any)*)? "]"',
             "anydict": '"{" (str ": " any (", " str ": " any)*)? "}"',
         }
@@ -135,7 +147,12 @@ class Literals:
         if not isinstance(schema, Mapping) or not schema:
             return "any"
         if isinstance(schema.get("enum"), list) and schema["enum"]:
-            return self._add(" | ".join(ebnf_string(_literal(v)) for v in schema["enum"]))
+            spelled = [_literal(v) for v in schema["enum"]]
+            if self._json_names:
+                spelled += [
+                    json.dumps(v) for v in schema["enum"] if v is None or isinstance(v, bool)
+                ]
+            return self._add(" | ".join(ebnf_string(v) for v in spelled))
         for key in ("anyOf", "oneOf"):
             if isinstance(schema.get(key), list) and schema[key]:
                 return self._add(" | ".join(self.rule(s) for s in schema[key]))
@@ -150,9 +167,9 @@ class Literals:
         if kind == "number":
             return "num"
         if kind == "boolean":
-            return '("True" | "False")'
+            return self._bool
         if kind == "null":
-            return '"None"'
+            return self._null
         if kind == "array":
             item = self.rule(schema.get("items"))
             return self._add(f'"[" ({item} (", " {item})*)? "]"')

@@ -11,6 +11,8 @@ search each). A value's JSON type comes from the schema where it declares one: a
 `string` parameter keeps the literal's text (`zip=75001` -> "75001"), a number given
 as a string is a number (`days="3"` -> 3); otherwise the literal's own type holds
 (tuples become arrays, `None` null). A bare word (`unit=celsius`) is a string.
+With `json_names`, JSON's `null`, `true` and `false` are those values wherever they
+stand (OLMo 3 writes them in its calls), not bare words.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ class _Phase(Enum):
 class PythonicCall(ArgumentsDrain):
     """Parses `[? NAME(KEY=VALUE, ...)` then `,` or `]` into a name and JSON arguments."""
 
-    def __init__(self, context: CallContext) -> None:
+    def __init__(self, context: CallContext, *, json_names: bool = False) -> None:
         super().__init__()
+        self._json_names = json_names
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
@@ -172,10 +175,12 @@ class PythonicCall(ArgumentsDrain):
             return
         assert self.name is not None
         kind = self._tools.parameter_type(self.name, self._key)
-        if source == "None" and self._tools.parameter_nullable(self.name, self._key):
+        nulls = ("None", "null") if self._json_names else ("None",)
+        if source in nulls and self._tools.parameter_nullable(self.name, self._key):
             kind = "null"  # Python's null, where the schema allows null
         prefix = ", " if self._count else ""
-        self._out.append(f'{prefix}"{quote_fragment(self._key)}": {python_literal(source, kind)}')
+        value = python_literal(source, kind, json_names=self._json_names)
+        self._out.append(f'{prefix}"{quote_fragment(self._key)}": {value}')
         self._count += 1
 
     def _fail(self, reason: str, at: int) -> int:
@@ -190,10 +195,11 @@ class PythonicCall(ArgumentsDrain):
             raise Reject("the call is incomplete")
 
 
-def python_literal(source: str, kind: str | None) -> str:
-    """The JSON text of one Python literal, typed by the schema's `kind`."""
+def python_literal(source: str, kind: str | None, *, json_names: bool = False) -> str:
+    """The JSON text of one Python literal, typed by the schema's `kind` (`json_names`:
+    JSON's `null`, `true`, `false` read as such)."""
     try:
-        value: Any = literal(source)
+        value: Any = literal(source, json_names=json_names)
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return as_json(source, "string" if kind in (None, "any") else kind)
     if isinstance(value, str):

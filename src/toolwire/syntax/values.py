@@ -39,12 +39,29 @@ def _parse(text: str) -> tuple[bool, Any]:
         return False, None
 
 
-def literal(source: str) -> Any:
+_JSON_NAMES: dict[str, Any] = {"null": None, "true": True, "false": False}
+
+
+class _JsonNames(ast.NodeTransformer):
+    """JSON's `null`, `true` and `false`, written as bare names, as Python's constants."""
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in _JSON_NAMES:
+            return ast.copy_location(ast.Constant(_JSON_NAMES[node.id]), node)
+        return node
+
+
+def literal(source: str, *, json_names: bool = False) -> Any:
     """`ast.literal_eval` without its warnings: model text such as `"a\\E"` makes
-    Python warn about an invalid escape, which would print from a sans-I/O core."""
+    Python warn about an invalid escape, which would print from a sans-I/O core.
+    `json_names`: `null`, `true` and `false` are read as JSON's, at any depth (models
+    that write JSON literals in Python calls: OLMo 3)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ast.literal_eval(source)
+        if not json_names:
+            return ast.literal_eval(source)
+        tree = ast.parse(source.strip(" \t"), mode="eval")
+        return ast.literal_eval(_JsonNames().visit(tree))
 
 
 def as_json(text: str, kind: str | None, nullable: bool = False) -> str:
