@@ -250,6 +250,9 @@ NOT_SPECIAL: dict[str, frozenset[str]] = {
     # ERNIE 4.5: vLLM's tool parser reads `<tool_call>` and `</think>` in text decoded
     # with special tokens skipped, so they are taken as added, not special.
     "ernie45": frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>"}),
+    # OLMo 3: vLLM's parser reads the `<function_calls>` tags in text decoded with
+    # special tokens skipped (were they special, it would never see a call).
+    "olmo3": frozenset({"<functions>", "</functions>", "<function_calls>", "</function_calls>"}),
 }  # fmt: skip
 
 _BASE_VOCAB = 151643  # Qwen3's BPE vocabulary; its first added token is <|endoftext|>
