@@ -37,8 +37,14 @@ BUILTIN: dict[str, str] = {
     "minimax_m25": "minimax_m2",
     "minimax_m27": "minimax_m2",
     # Qwen3.5 and Qwen3.6 emit Qwen3-Coder's XML calls (`<tool_call><function=...>
-    # <parameter=...>`), as ROCm/ATOM's Qwen3.5/3.6 tool-call support states; vLLM's
-    # `qwen3_xml` is the same parser class as its `qwen3_coder`.
+    # <parameter=...>`), as ROCm/ATOM's Qwen3.5/3.6 tool-call support states. vLLM 0.33
+    # registers no parser of their own: its registry (vllm/tool_parsers/__init__.py:206,
+    # :217) maps `qwen3_coder` and `qwen3_xml` to the one Qwen3EngineToolParser
+    # (qwen3_engine_tool_parser.py:7, structural tag "qwen_3_coder"), whose single
+    # grammar (vllm/parser/qwen3.py) also ends reasoning at a `<tool_call>` opened
+    # before `</think>` (:199), the habit SGLang's Qwen3 reasoning detector names for
+    # Qwen3.5 (sglang/srt/parser/reasoning_parser.py:477): `qwen3_coder`'s
+    # `calls_in_reasoning`. The same wire form, so an alias.
     "qwen35": "qwen3_coder",
     "qwen36": "qwen3_coder",
     "qwen3_xml": "qwen3_coder",
