@@ -132,6 +132,28 @@ def test_m3_nested_elements_lists_and_spacing() -> None:
     assert cut.tool_calls == [] and cut.content
 
 
+@pytest.mark.parametrize("named", ['"get_weather"', "'get_weather'", "get_weather"])
+def test_m3_reads_the_name_double_quoted_single_quoted_or_unquoted(named: str) -> None:
+    text = M3_CALL.replace('"get_weather"', named)
+    tok = cases.tokenizer("minimax_m3")
+    ids = tok.encode(text)
+    for deltas in ((), range(1, len(ids))):
+        parser = Parser("minimax_m3", tok, tools=cases.TOOLS)
+        events = []
+        start = 0
+        for cut in [*deltas, len(ids)]:
+            events += parser.feed(ids[start:cut])
+            start = cut
+        assert calls(Message.from_events(events + parser.finish())) == WEATHER
+
+
+@pytest.mark.parametrize("named", ['"get_weather>', "'get_weather\">", "'get_weather"])
+def test_m3_a_name_whose_quote_never_closes_is_not_a_call(named: str) -> None:
+    text = M3_CALL.replace('"get_weather">', named)
+    msg = parse("minimax_m3", text)
+    assert msg.tool_calls == [] and msg.content
+
+
 FAST = GrammarPolicy(exclude_delimiters=False)
 
 

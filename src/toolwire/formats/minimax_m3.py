@@ -25,7 +25,11 @@ special) they act only as ids, and a marker the model spells in pieces is text; 
 vocabulary without them they are matched as text where they act. With
 `thinking_mode="enabled"` the prompt opens reasoning: pass `in_reasoning=True`.
 Whitespace between the namespace token and `<` (which SGLang tolerates) is tolerated
-inside a body; the section and invoke openers must be written whole.
+inside a body; the section and invoke openers must be written whole. The name after
+`name=` may be double-quoted (the template's form), single-quoted or unquoted
+(`NS<invoke name=get_weather>`), as vLLM's M3 parser engine reads it
+(`vllm/parser/minimax_m3.py:53-58`); SGLang's `minimax_m3.py:34` reads only the
+double-quoted form.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from toolwire.syntax.elements import ITEM, Elements
 
 NS = "]<]minimax[>["
 SECTION = (f"{NS}<tool_call>", f"{NS}</tool_call>")
-INVOKE = f'{NS}<invoke name="'
+INVOKE = f"{NS}<invoke name="
 INVOKE_END = f"{NS}</invoke>"
 
 
@@ -60,7 +64,7 @@ def element(name: str, value: Any) -> str:
 def render(calls: Sequence[RenderedCall]) -> str:
     out = SECTION[0] + "\n"
     for name, args in calls:
-        out += f'{INVOKE}{name}">\n'
+        out += f'{INVOKE}"{name}">\n'
         out += "".join(element(key, value) + "\n" for key, value in args.items())
         out += INVOKE_END + "\n"
     return out + SECTION[1]
@@ -85,7 +89,7 @@ MINIMAX_M3 = register(
         # Parameters as nested elements, each tag after the namespace token; the body
         # ends itself with the namespaced `</invoke>`.
         grammar=Shape(
-            head='{name}">\n',
+            head='"{name}">\n',
             tail=INVOKE_END,
             style="elements",
             section_text=("\n", "\n"),

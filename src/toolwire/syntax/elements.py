@@ -1,6 +1,6 @@
 """A call body of named elements that nest, converted to JSON by the declared schema.
 
-    get_weather">
+    "get_weather">
     NS<city>ParisNS</city>
     NS<days>3NS</days>
     NS<tags>NS<item>xNS</item>NS<item>yNS</item>NS</tags>
@@ -14,7 +14,9 @@ element is an empty array or object where the schema wants one. Text values are
 typed by the schema (`values.as_json`); a name repeated at one level collects its
 values in a list.
 
-The body ends itself at `end` (NS`</invoke>`). Text is collected until then (the
+The body begins with the tool's name, after `name=`: in double quotes, in single
+quotes, or unquoted up to `>` (the three forms vLLM's M3 parser reads). The body ends
+itself at `end` (NS`</invoke>`). Text is collected until then (the
 search resumes where it stopped, so each character is scanned once) and converted
 once, when the body closes: arguments are all emitted then, so the output is
 append-only however the body was cut.
@@ -62,9 +64,9 @@ class Elements(ArgumentsDrain):
             return 0
         self._buf += text
         if self.name is None:
-            head = self._buf.find('">')
-            if head >= 0:
-                name = self._buf[:head].strip()
+            head = _head(self._buf)
+            if head is not None:
+                name = head[0].strip()
                 self.name = name if name and self._ns not in name else ""
         at = self._buf.find(self._end, self._searched)
         if at < 0:
@@ -76,10 +78,10 @@ class Elements(ArgumentsDrain):
         return len(text) - rest
 
     def close(self) -> None:
-        head = self._buf.find('">')
-        if not self.name or head < 0:
+        head = _head(self._buf)
+        if not self.name or head is None:
             raise Reject("the call names no tool")
-        body = self._spacing.sub(self._ns, self._buf[head + 2 :])
+        body = self._spacing.sub(self._ns, self._buf[head[1] :])
         params: list[tuple[str, _Value]] = []
         pos = _skip_space(body, 0)
         while pos < len(body):
@@ -159,3 +161,14 @@ def _object(elements: list[tuple[str, _Value]], schema: Any) -> dict[str, Any]:
             out[name] = [out[name], value]
             repeated.add(name)
     return out
+
+
+def _head(text: str) -> tuple[str, int] | None:
+    """The tool's name at the start of `text` and the offset after its `>`: `"NAME">`,
+    `'NAME'>` or `NAME>`; None while it has not ended."""
+    quote = text[:1]
+    if quote in ('"', "'"):
+        end = text.find(quote + ">", 1)
+        return None if end < 0 else (text[1:end], end + 2)
+    end = text.find(">")
+    return None if end < 0 else (text[:end], end + 1)
