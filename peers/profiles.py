@@ -312,6 +312,10 @@ PROFILES: dict[str, Profile] = {
     "granite": Profile(
         "derived:granite", None, None, ("<|end_of_text|>",), _v("granite", skip=False),
     ),
+    # Granite 3.1's text opener: vLLM's `granite` parser reads it too.
+    "granite31": Profile(
+        "derived:granite", None, None, ("<|end_of_text|>",), _v("granite", skip=False),
+    ),
     # Hunyuan A13B: <|eos|>. SGLang's `hunyuan` detector reads Hy3's XML calls instead.
     "hunyuan": Profile(
         "derived:hunyuan", None, None, ("<|eos|>",), _v("hunyuan_a13b", "hunyuan_a13b"),

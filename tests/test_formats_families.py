@@ -1,4 +1,5 @@
-"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, ERNIE 4.5, OLMo 3.
+"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, ERNIE 4.5, OLMo 3,
+Granite 3.1.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -474,3 +475,35 @@ def test_olmo3_a_list_that_is_not_its_calls_is_content(body: str) -> None:
         msg = message("olmo3", ids, deltas)
         assert msg.tool_calls == []
         assert msg.content == text
+
+
+# -- Granite 3.1 ---------------------------------------------------------------------------
+
+
+def test_granite31_calls_follow_its_text_opener_at_a_line_start() -> None:
+    tok = cases.tokenizer("granite31")
+    two = [WEATHER, ("get_weather", {"city": "Rome"})]
+    native = formats.get("granite31").render(two)
+    # vLLM's granite parser's sample writes a space before the list.
+    spaced = native.replace("<tool_call>[", "<tool_call> [")
+    for text in (native, spaced, "Sure.\n" + native):
+        ids = tok.encode(text)
+        for deltas in ((), range(1, len(ids))):
+            for stream in (False, True):
+                msg = message("granite31", ids, deltas, stream_arguments=stream)
+                assert calls_of(msg) == two
+                assert (msg.content or "") == text[: text.index("<tool_call>")].strip()
+    assert not Parser("granite31", tok).gated
+    # Granite 3's token opener is the `granite` format's, not this one's.
+    token_form = formats.get("granite").render([WEATHER])
+    assert message("granite31", tok.encode(token_form)).tool_calls == []
+    for prose in (
+        "Sure. " + native,  # mid-line: an echo, not a call
+        "<b>bold</b> text",
+        "<tool_call>[1, 2]",
+        '<tool_call>[{"name": "nope"',
+        "<tool_cal",
+    ):
+        for deltas in ((), range(1, len(tok.encode(prose)))):
+            msg = message("granite31", tok.encode(prose), deltas)
+            assert msg.tool_calls == [] and msg.content == prose

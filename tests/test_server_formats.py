@@ -63,6 +63,7 @@ NO_TEMPLATE = {
             "phi4_mini",
             "ernie45",
             "olmo3",
+            "granite31",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",

@@ -179,6 +179,7 @@ def _import_builtins() -> None:
         gpt_oss,
         granite,
         granite4,
+        granite31,
         hermes,
         hunyuan,
         hy_v3,

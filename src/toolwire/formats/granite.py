@@ -11,8 +11,8 @@ after it is content. `<|tool_call|>` is a special token of the Granite 3 vocabul
 (49152-vocabulary GPT-2 BPE with `<|start_of_role|>`, `<|end_of_role|>`,
 `<|tool_call|>` and, from 3.3, citation and plugin markers), so the format is gated.
 Granite 3.1's variant writes the text `<tool_call>` instead of the token; vLLM's
-parser also matches that text, which this gated format does not (use the `granite4`
-tags or the text path for such output). Granite 3 has no reasoning delimiters.
+parser also matches that text, which this gated format does not: that is the
+text-gated, line-anchored `granite31` format. Granite 3 has no reasoning delimiters.
 """
 
 from __future__ import annotations

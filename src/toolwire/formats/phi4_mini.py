@@ -12,8 +12,9 @@ line-anchored (`Format.anchor`): a list may begin only where a line begins (the
 output's start, after a newline, or right after a call), so `functools[...]` quoted
 mid-sentence is content. A line that begins with `f` opens a body; the body's syntax
 reads the word `functools[` first, and a line that only begins like it (`for ...`)
-is released as content, as is a list that is not calls. Each item is one call
-(`syntax.json_calls`, the model's own argument bytes); the list ends at its `]`.
+is released as content, as is a list that is not calls (`syntax.word_calls`). Each
+item is one call (`syntax.json_calls`, the model's own argument bytes); the list ends
+at its `]`.
 """
 
 from __future__ import annotations
@@ -23,53 +24,9 @@ from collections.abc import Sequence
 
 from toolwire.formats import register
 from toolwire.formats.spec import Anchor, AnchoredShape, CallContext, Format, RenderedCall
-from toolwire.syntax.json_calls import JsonCall
-from toolwire.syntax.protocol import Reject
+from toolwire.syntax.word_calls import WordCall
 
 WORD = "functools["
-
-
-class Phi4Call:
-    """`functools[` then a JSON call object (`JsonCall`); a body that follows a call
-    in the same list (after its `,`) begins at the object, without the word."""
-
-    def __init__(self, context: CallContext) -> None:
-        self.name: str | None = None
-        self.call_id: str | None = None
-        self.done = False
-        self.follows = False
-        self._inner = JsonCall(context, separator=",")
-        self._matched = 0  # characters of WORD read; -1: the body is a list's next item
-        self._error = ""
-
-    def feed(self, text: str) -> int:
-        i = 0
-        if self._matched == 0 and text and text[0] != WORD[0]:
-            self._matched = -1
-        while 0 <= self._matched < len(WORD) and i < len(text):
-            if text[i] != WORD[self._matched]:
-                self._error = f"the call list does not begin with {WORD!r}"
-                self.done = True
-                return i
-            self._matched += 1
-            i += 1
-            if self._matched == len(WORD):
-                self._inner.feed("[")
-        if 0 <= self._matched < len(WORD):
-            return i
-        used = i + self._inner.feed(text[i:])
-        self.name, self.done, self.follows = self._inner.name, self._inner.done, self._inner.follows
-        return used
-
-    def arguments(self) -> str:
-        return self._inner.arguments()
-
-    def close(self) -> None:
-        if self._error:
-            raise Reject(self._error)
-        if 0 <= self._matched < len(WORD):
-            raise Reject(f"the body ended inside {WORD!r}")
-        self._inner.close()
 
 
 def render(calls: Sequence[RenderedCall]) -> str:
@@ -80,8 +37,8 @@ def render(calls: Sequence[RenderedCall]) -> str:
     return WORD + ", ".join(items) + "]"
 
 
-def syntax(context: CallContext) -> Phi4Call:
-    return Phi4Call(context)
+def syntax(context: CallContext) -> WordCall:
+    return WordCall(context, WORD)
 
 
 PHI4_MINI = register(
