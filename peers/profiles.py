@@ -341,6 +341,11 @@ PROFILES: dict[str, Profile] = {
     "olmo3": Profile(
         "derived:olmo3", None, None, ("<|im_end|>", "<|endoftext|>"), _v("olmo3"),
     ),
+    # MiniCPM: ChatML's ends (no MiniCPM generation config offline).
+    "minicpm5": Profile(
+        "derived:minicpm5", None, None, ("<|im_end|>", "<|endoftext|>"), _v("minicpm5"),
+        _s("minicpm5"),
+    ),
     # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
     "hy_v3": Profile(
         "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),

@@ -202,6 +202,13 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|im_end|>",
         "",
     ),
+    # MiniCPM: ChatML's turn tokens and the `<think>` pair (no MiniCPM vocabulary or
+    # template is available offline); its call tags are text.
+    "minicpm5": (
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"],
+        "<|im_end|>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

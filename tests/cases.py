@@ -66,12 +66,14 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "pythonic": lambda: tokenizer_for("llama3"),
     # Phi-4-mini's `functools` is text in any vocabulary (no Phi vocabulary offline).
     "phi4_mini": lambda: tokenizer_for("llama3"),
+    # MiniCPM's `<function name=` tags are text in any vocabulary (none offline).
+    "minicpm5": lambda: derived_tokenizer("minicpm5"),
     "mistral": lambda: mistral_tokenizer("tekken_240718.json.gz"),
 }
 
 #: Formats expected to be text-matched (Parser.gated False) with their test tokenizer
 #: (real or synthetic: no delimiter opens their calls).
-UNGATED: set[str] = {"llama3_json", "pythonic", "phi4_mini", "granite31"}
+UNGATED: set[str] = {"llama3_json", "pythonic", "phi4_mini", "granite31", "minicpm5"}
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -1,5 +1,5 @@
 """Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, ERNIE 4.5, OLMo 3,
-Granite 3.1.
+Granite 3.1, MiniCPM.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -506,4 +506,36 @@ def test_granite31_calls_follow_its_text_opener_at_a_line_start() -> None:
     ):
         for deltas in ((), range(1, len(tok.encode(prose)))):
             msg = message("granite31", tok.encode(prose), deltas)
+            assert msg.tool_calls == [] and msg.content == prose
+
+
+# -- MiniCPM -------------------------------------------------------------------------------
+
+
+def test_minicpm5_reads_the_detectors_sample_and_parallel_calls_at_line_starts() -> None:
+    tok = cases.tokenizer("minicpm5")
+    sample = (
+        '<function name="get_weather"><param name="city">北京</param>'
+        '<param name="days">3</param></function>'
+    )
+    two = sample + '\n<function name="get_weather"><param name="city">Rome</param></function>'
+    expected = [("get_weather", {"city": "北京", "days": 3}), ("get_weather", {"city": "Rome"})]
+    for text in (two, "Let me look.\n" + two, "<think>Hmm.</think>" + two):
+        ids = tok.encode(text)
+        for deltas in ((), range(1, len(ids))):
+            for stream in (False, True):
+                msg = message("minicpm5", ids, deltas, stream_arguments=stream)
+                assert calls_of(msg) == expected
+                assert (msg.content or "") == ("Let me look." if text.startswith("Let") else "")
+    assert not Parser("minicpm5", tok).gated
+    for prose in (
+        "Sure. " + sample,  # mid-line: an echo, not a call
+        "<b>bold</b> text",
+        '<function name="get_weather"><param name="city">Paris',
+        '<function name="get_weather">',
+        "<functions>",
+    ):
+        ids = tok.encode(prose)
+        for deltas in ((), range(1, len(ids))):
+            msg = message("minicpm5", ids, deltas)
             assert msg.tool_calls == [] and msg.content == prose

@@ -167,7 +167,7 @@ def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: 
     grammar = spec.grammar
     if isinstance(grammar, HeaderShape):  # only a call ends with the call's close
         return ids.count(tok.encode(spec.call[1] or "")[0])
-    if isinstance(grammar, AnchoredShape) and grammar.style == "json":
+    if isinstance(grammar, AnchoredShape) and grammar.style in ("json", "params"):
         return tok.decode(ids).count(grammar.head.split("{name}")[0])
     shape = _shape(fmt)
     if _pythonic_list(fmt):
@@ -218,6 +218,8 @@ def check_walks(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
     # Tokens that spell the ends of values and bodies (XML styles close values in text).
     enders = ["</parameter>", _shape(fmt).tail, '"', "}", "]", *spec.marks]
     enders += [")"] if _pythonic_list(fmt) else []
+    if isinstance(spec.grammar, AnchoredShape):  # a line-anchored call's own ends
+        enders += [spec.grammar.tail, spec.grammar.params.close if spec.grammar.params else ""]
     finish += tuple(i for text in enders if text for i in tok.encode(text, delimiters=False))
     sequences = tuple(tuple(tok.encode(m, delimiters=False)) for m in spec.marks)
     done, called, disagreements = 0, 0, []

@@ -49,17 +49,23 @@ def test_a_call_inside_unclosed_reasoning(name: str, stream: bool, flip: bool) -
         assert fmt.calls_in_reasoning
         if flip:
             pytest.skip("a call is a message of its own in this format")
+    if flip and fmt.anchor is not None and not fmt.calls_in_reasoning:
+        # The parser looks for line-anchored calls (no token opens them) in content
+        # only, so an anchored format cannot let them begin inside reasoning.
+        pytest.skip("line-anchored calls are looked for in content only")
     if flip:
         fmt = replace(fmt, calls_in_reasoning=not fmt.calls_in_reasoning)
     call = fmt.render([CALL])
-    text = fmt.render_output(reasoning=f"Plan. {call} more.", content="Done.")
+    # A line-anchored call (MiniCPM's) may begin only where a line begins.
+    sep = "\n" if fmt.anchor is not None else " "
+    text = fmt.render_output(reasoning=f"Plan.{sep}{call} more.", content="Done.")
     msg = _parse(fmt, name, text, stream)
     if fmt.calls_in_reasoning:  # the call ends the reasoning
         assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [CALL]
         assert msg.reasoning == "Plan."
     else:  # quoted: reasoning, every character, and the content after its close
         assert msg.tool_calls == []
-        assert (msg.reasoning, msg.content) == (f"Plan. {call} more.", "Done.")
+        assert (msg.reasoning, msg.content) == (f"Plan.{sep}{call} more.", "Done.")
 
 
 def test_the_families_setting() -> None:

@@ -64,6 +64,7 @@ NO_TEMPLATE = {
             "ernie45",
             "olmo3",
             "granite31",
+            "minicpm5",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",

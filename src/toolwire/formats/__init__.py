@@ -190,6 +190,7 @@ def _import_builtins() -> None:
         lfm2,
         llama3_json,
         llama4,
+        minicpm5,
         minimax_m2,
         minimax_m3,
         mistral,

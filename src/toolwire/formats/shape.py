@@ -97,16 +97,20 @@ class AnchoredShape:
 
     style "pythonic": `[CALL, CALL, ...]`, keyword arguments as Python literals;
     style "json": `head ARGUMENTS tail`, calls joined by `separator` (inside `items`
-    when given).
+    when given); style "params": the same with `params`' tagged parameters as the
+    arguments.
     """
 
-    style: Literal["pythonic", "json"]
+    style: Literal["pythonic", "json", "params"]
     head: str = ""
     tail: str = ""
     separator: str = ""
     #: style "json": the calls are the items of one list, (opening, closing) text
     #: (Phi-4-mini's `functools[` and `]`).
     items: tuple[str, str] | None = None
+    #: style "params": `head ARGUMENTS tail`, the arguments as tagged parameters,
+    #: text level (MiniCPM's `<param name="{key}">`...`</param>`).
+    params: Params | None = None
 
 
 @dataclass(frozen=True)

@@ -14,21 +14,26 @@ try, or the grammar open, a call elsewhere):
     calls      style pythonic: "[" CALL (", " CALL)* "]"     (one CALL when not parallel)
                style json:     CALL (separator CALL)*         (one CALL when not parallel;
                                                               inside the shape's items)
+               style params:   the same, each CALL's arguments tagged parameters
 
 pythonic: one EBNF grammar element per list (`pyliteral`: keyword arguments as Python
 literals typed by the schema). json: the shape's head (the name JSON-escaped) + the
-schema as JSON + its tail. Both are text level: no delimiter is a token. Pure.
+schema as JSON + its tail. params: the shape's head + each declared parameter (in
+schema order; optional ones may go) as `Params.open` VALUE `Params.close`, a string's
+VALUE text without the close, any other JSON + its tail. All are text level: no
+delimiter is a token. Pure.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolwire.formats.spec import AnchoredShape
+from toolwire.formats.spec import AnchoredShape, Params
 from toolwire.grammar.policy import ToolSpec
 from toolwire.grammar.pyliteral import Literals, ebnf_string, unenforced
+from toolwire.tools import schema_type
 
 __all__ = ["anchored_format", "pythonic_list", "unenforced_reasons"]
 
@@ -69,12 +74,51 @@ def pythonic_list(
     return {"type": "grammar", "grammar": lits.grammar(root)}
 
 
+def _param(key: str, schema: Any, params: Params) -> Element:
+    """One tagged parameter: its open tag, its value, its close."""
+    opening = params.open.replace("{key}", key)
+    if isinstance(schema, Mapping) and schema_type(schema) == "string":
+        value: Element = {"type": "any_text", "excludes": [params.close]}
+        content: list[Element] = [
+            {"type": "tag", "begin": "", "content": value, "end": params.close}
+        ]
+    else:
+        json_schema = dict(schema) if isinstance(schema, Mapping) and schema else True
+        content = [
+            {"type": "json_schema", "json_schema": json_schema, "excludes": []},
+            {"type": "const_string", "value": params.close},
+        ]
+    return {"type": "sequence", "elements": [{"type": "const_string", "value": opening}, *content]}
+
+
+def _tagged_arguments(schema: Mapping[str, Any], params: Params) -> Element:
+    """The declared parameters in order, optional ones optional; with no declared
+    properties, no parameter (the call's arguments are then `{}`)."""
+    props = schema.get("properties")
+    required = set(schema.get("required") or ())
+    parts: list[Element] = []
+    for key, sub in (props or {}).items() if isinstance(props, Mapping) else ():
+        one = _param(key, sub, params)
+        parts.append(one if key in required else {"type": "optional", "content": one})
+    return {"type": "sequence", "elements": parts or [{"type": "const_string", "value": ""}]}
+
+
 def _json_calls(shape: AnchoredShape, specs: Sequence[ToolSpec], one: bool) -> Element:
+    def arguments(spec: ToolSpec) -> Element:
+        if shape.params is not None:
+            return _tagged_arguments(spec.schema, shape.params)
+        return {"type": "json_schema", "json_schema": dict(spec.schema), "excludes": []}
+
+    name_text = (
+        (lambda name: name)
+        if shape.params is not None
+        else (lambda name: json.dumps(name, ensure_ascii=False)[1:-1])
+    )
     tags = [
         {
             "type": "tag",
-            "begin": shape.head.replace("{name}", json.dumps(spec.name, ensure_ascii=False)[1:-1]),
-            "content": {"type": "json_schema", "json_schema": dict(spec.schema), "excludes": []},
+            "begin": shape.head.replace("{name}", name_text(spec.name)),
+            "content": arguments(spec),
             "end": shape.tail,
         }
         for spec in specs

@@ -1,34 +1,45 @@
-"""A JSON list of calls that begins with a word, not a token.
+"""Calls that begin with a word, not a token: a JSON list, or one body of another syntax.
 
     functools[{"name": "get_weather", "arguments": {"city": "Paris"}}]
     <tool_call> [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    <function name="get_weather"><param name="city">Paris</param></function>
 
-Phi-4-mini writes `functools[`, Granite 3.1 the text `<tool_call>` (then the list).
+Phi-4-mini writes `functools[`, Granite 3.1 the text `<tool_call>` (then the list),
+MiniCPM `<function name="` (then its tagged body, `inner`).
 The first body of the list reads the word character by character (a body that only
 begins like it, `for ...`, is rejected and released as content); a word that ends
-with the list's `[` hands it on. The rest is `syntax.json_calls` (one body per item,
-the model's own argument bytes; whitespace before the `[`); a body that follows a call
-in the same list (after its `,`) begins at the object, without the word.
+with the list's `[` hands it on. The rest is `inner`'s, by default `syntax.json_calls` (one body per
+item, the model's own argument bytes; whitespace before the `[`); a body that follows
+a call in the same list (after its `,`) begins at the object, without the word.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from toolwire.syntax.json_calls import JsonCall
-from toolwire.syntax.protocol import CallContext, Reject
+from toolwire.syntax.protocol import CallContext, CallSyntax, Chained, Reject
 
 __all__ = ["WordCall"]
 
 
 class WordCall:
-    """`word`, then a JSON call object of a list (`JsonCall`)."""
+    """`word`, then a JSON call object of a list (`JsonCall`), or `inner`'s body."""
 
-    def __init__(self, context: CallContext, word: str) -> None:
+    def __init__(
+        self,
+        context: CallContext,
+        word: str,
+        inner: Callable[[CallContext], CallSyntax] | None = None,
+    ) -> None:
         self.name: str | None = None
         self.call_id: str | None = None
         self.done = False
         self.follows = False
         self._word = word
-        self._inner = JsonCall(context, separator=",")
+        self._inner: CallSyntax = (
+            JsonCall(context, separator=",") if inner is None else inner(context)
+        )
         self._matched = 0  # characters of the word read; -1: the body is a list's next item
         self._error = ""
 
@@ -49,7 +60,8 @@ class WordCall:
         if 0 <= self._matched < len(word):
             return i
         used = i + self._inner.feed(text[i:])
-        self.name, self.done, self.follows = self._inner.name, self._inner.done, self._inner.follows
+        self.name, self.done = self._inner.name, self._inner.done
+        self.follows = isinstance(self._inner, Chained) and self._inner.follows
         return used
 
     def arguments(self) -> str:
