@@ -323,6 +323,16 @@ PROFILES: dict[str, Profile] = {
     ),
     # Nemotron Nano v2: no vLLM or SGLang parser in the pinned builds.
     "nemotron": Profile("derived:nemotron", None, None, ("<|end|>",)),
+    # GigaChat 3 / 3.1: </s> ends the turn; vLLM's and SGLang's `gigachat3` parsers
+    # read both versions' calls (vLLM keeps special tokens when tools are given).
+    "gigachat3": Profile(
+        "derived:gigachat3", None, None, ("</s>",), _v("gigachat3", skip=False),
+        _s("gigachat3"),
+    ),
+    "gigachat31": Profile(
+        "derived:gigachat3", None, None, ("</s>",), _v("gigachat3", skip=False),
+        _s("gigachat3"),
+    ),
     # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
     "phi4_mini": Profile(
         "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),

@@ -183,6 +183,14 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|end|>",
         "",
     ),
+    # GigaChat 3 / 3.1: the role and message separators, the 3.1 call token and the
+    # SentencePiece ends (no GigaChat vocabulary or template is available offline, so
+    # which of these the real vocabulary holds as special tokens is not checked).
+    "gigachat3": (
+        ["</s>", "<|message_sep|>", "<|role_sep|>", "<|function_call|>"],
+        "</s>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

@@ -37,6 +37,10 @@ NATIVE = {
     "llama4": '<|python_start|>[get_weather(city="Paris", days=3)]<|python_end|>',
     "nemotron": '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
     "</TOOLCALL>",
+    "gigachat3": "<|message_sep|>\n\nfunction call<|role_sep|>\n"
+    '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
+    "gigachat31": "<|function_call|>"
+    '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
     "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
     '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
@@ -401,3 +405,60 @@ def test_phi4_mini_calls_follow_functools_at_a_line_start() -> None:
     ):
         msg = message("phi4_mini", tok.encode(prose))
         assert msg.tool_calls == [] and msg.content == prose
+
+
+# -- GigaChat 3 / 3.1 --------------------------------------------------------------------
+
+#: vLLM's parser tests' outputs (tests/tool_parsers/test_gigachat3_tool_parser.py):
+#: text, then GigaChat 3's `function call` message or GigaChat 3.1's token.
+GIGACHAT_TEXT = "I'll check that for you."
+GIGACHAT_ARGS = {"action": "create", "id": "preferences"}
+GIGACHAT_JSON = json.dumps({"name": "manage_user_memory", "arguments": GIGACHAT_ARGS})
+GIGACHAT = {
+    "gigachat3": f"{GIGACHAT_TEXT}<|message_sep|>\n\nfunction call<|role_sep|>\n{GIGACHAT_JSON}",
+    "gigachat31": f"{GIGACHAT_TEXT}<|function_call|>{GIGACHAT_JSON}",
+}
+MEMORY_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "manage_user_memory",
+        "parameters": {"type": "object", "properties": {"action": {"type": "string"}}},
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(GIGACHAT))
+def test_gigachat_text_then_a_call_in_any_chunking(name: str) -> None:
+    ids = cases.tokenizer(name).encode(GIGACHAT[name] + "</s>")
+    tools = [*cases.TOOLS, MEMORY_TOOL]
+    for stream in (False, True):
+        whole = feed(name, ids, tools=tools, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert msg.content == GIGACHAT_TEXT
+        assert calls_of(msg) == [("manage_user_memory", GIGACHAT_ARGS)]
+        assert feed(name, ids, range(1, len(ids)), tools=tools, stream_arguments=stream) == whole
+
+
+def test_gigachat3_a_message_of_another_role_is_content() -> None:
+    """After the separator only a `function call` header opens a call; any other text
+    (a role the model should not write, the header misspelled) is released as it is,
+    in any chunking."""
+    tok = cases.tokenizer("gigachat3")
+    for header in ("assistant", "function calls", "functioncall"):
+        text = f"Done.<|message_sep|>\n\n{header}<|role_sep|>\n{NATIVE['gigachat31'][17:]}"
+        ids = tok.encode(text)
+        whole = feed("gigachat3", ids)
+        msg = Message.from_events(whole)
+        assert msg.tool_calls == []
+        assert squash(msg.content) == squash(tok.decode(ids))
+        assert feed("gigachat3", ids, range(1, len(ids))) == whole
+
+
+def test_gigachat3_the_role_header_without_its_separator_token_is_content() -> None:
+    """`function call<|role_sep|>` spelled from sub-words (quoted in prose) is text."""
+    tok = cases.tokenizer("gigachat3")
+    text = f"Write function call<|role_sep|>\n{NATIVE['gigachat31'][17:]} to call it."
+    ids = tok.encode("Write ") + tok.encode(text[6:], delimiters=False)
+    msg = message("gigachat3", ids)
+    assert msg.tool_calls == []
+    assert msg.content == text

@@ -60,6 +60,8 @@ NO_TEMPLATE = {
             "hy_v4",
             "llama4",
             "nemotron",
+            "gigachat3",
+            "gigachat31",
             "phi4_mini",
         )
     },

@@ -173,6 +173,8 @@ def _import_builtins() -> None:
         deepseek_v32,
         deepseek_v41,
         gemma4,
+        gigachat3,
+        gigachat31,
         glm45,
         glm47,
         gpt_oss,
