@@ -333,6 +333,13 @@ PROFILES: dict[str, Profile] = {
         "derived:gigachat3", None, None, ("</s>",), _v("gigachat3", skip=False),
         _s("gigachat3"),
     ),
+    # InternLM 2 / Intern-S1: <|im_end|> ends the turn; vLLM's `internlm` parser (it
+    # keeps special tokens when tools are given) and SGLang's `interns1` detector, without
+    # a reasoning parser (InternLM 2 writes none; SGLang's `interns1` one starts inside).
+    "internlm": Profile(
+        "derived:internlm", None, None, ("<|im_end|>",), _v("internlm", skip=False),
+        _s("interns1"),
+    ),
     # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
     "phi4_mini": Profile(
         "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),

@@ -191,6 +191,17 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "</s>",
         "",
     ),
+    # InternLM 2: its added tokens in their real order (92538-92543 in its
+    # tokenizer_config.json), and Intern-S1's `<think>` pair (not checked: no InternLM
+    # or Intern-S1 vocabulary is available offline).
+    "internlm": (
+        [
+            "<|plugin|>", "<|interpreter|>", "<|action_end|>", "<|action_start|>",
+            "<|im_end|>", "<|im_start|>", "<think>", "</think>",
+        ],
+        "<|im_end|>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

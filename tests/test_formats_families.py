@@ -41,6 +41,8 @@ NATIVE = {
     '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
     "gigachat31": "<|function_call|>"
     '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
+    "internlm": "<|action_start|><|plugin|>\n"
+    '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}<|action_end|>',
     "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
     '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
@@ -462,3 +464,43 @@ def test_gigachat3_the_role_header_without_its_separator_token_is_content() -> N
     msg = message("gigachat3", ids)
     assert msg.tool_calls == []
     assert msg.content == text
+
+
+# -- InternLM 2 / Intern-S1 ----------------------------------------------------------------
+
+
+def test_internlm_the_space_a_decoding_puts_between_its_tokens_is_read() -> None:
+    """SGLang's detector example: `<|action_start|> <|plugin|>` (the space written by
+    a decoding that spaces special tokens), `parameters` for the arguments."""
+    tok = cases.tokenizer("internlm")
+    text = (
+        "What's the weather like?<|action_start|> <|plugin|>\n"
+        '{"name": "get_weather", "parameters": {"city": "Tokyo"}}<|action_end|>'
+    )
+    ids = tok.encode(text)
+    for stream in (False, True):
+        whole = feed("internlm", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert msg.content == "What's the weather like?"
+        assert calls_of(msg) == [("get_weather", {"city": "Tokyo"})]
+        assert feed("internlm", ids, range(1, len(ids)), stream_arguments=stream) == whole
+
+
+def test_internlm_an_interpreter_action_is_content_as_written() -> None:
+    tok = cases.tokenizer("internlm")
+    text = "Run it.<|action_start|><|interpreter|>\nprint(1)<|action_end|>"
+    ids = tok.encode(text)
+    whole = feed("internlm", ids)
+    msg = Message.from_events(whole)
+    assert msg.tool_calls == []
+    assert msg.content == text
+    assert feed("internlm", ids, range(1, len(ids))) == whole
+
+
+def test_intern_s1_reasons_then_calls() -> None:
+    tok = cases.tokenizer("internlm")
+    text = "<think>The user wants the weather.</think>\n\n" + NATIVE["internlm"]
+    msg = message("internlm", tok.encode(text))
+    assert msg.reasoning == "The user wants the weather."
+    assert msg.content is None
+    assert calls_of(msg) == [WEATHER]
