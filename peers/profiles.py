@@ -340,6 +340,13 @@ PROFILES: dict[str, Profile] = {
         "derived:internlm", None, None, ("<|im_end|>",), _v("internlm", skip=False),
         _s("interns1"),
     ),
+    # Step3: <|EOT|> ends the turn (not checked: no Step3 generation config offline);
+    # vLLM's `step3` tool and reasoning parsers (special tokens kept with tools) and
+    # SGLang's `step3` detector.
+    "step3": Profile(
+        "derived:step3", None, None, ("<|EOT|>",), _v("step3", "step3", skip=False),
+        _s("step3"),
+    ),
     # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
     "phi4_mini": Profile(
         "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),

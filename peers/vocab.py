@@ -202,6 +202,18 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|im_end|>",
         "",
     ),
+    # Step3: its turn markers, the `<think>` pair and the five tool-call markers the
+    # peers' parsers name (no Step3 vocabulary or template is available offline, so
+    # which of these the real vocabulary holds, and in what order, is not checked).
+    "step3": (
+        [
+            "<|BOT|>", "<|EOT|>", "<think>", "</think>",
+            "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
+            "<｜tool_call_end｜>", "<｜tool_sep｜>",
+        ],
+        "<|EOT|>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

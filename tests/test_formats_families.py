@@ -43,6 +43,10 @@ NATIVE = {
     '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
     "internlm": "<|action_start|><|plugin|>\n"
     '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}<|action_end|>',
+    "step3": "<｜tool_calls_begin｜>\n<｜tool_call_begin｜>function<｜tool_sep｜>"
+    '<steptml:invoke name="get_weather">\n<steptml:parameter name="city">Paris'
+    '</steptml:parameter>\n<steptml:parameter name="days">3</steptml:parameter>\n'
+    "</steptml:invoke><｜tool_call_end｜>\n<｜tool_calls_end｜>",
     "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
     '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
@@ -504,3 +508,29 @@ def test_intern_s1_reasons_then_calls() -> None:
     assert msg.reasoning == "The user wants the weather."
     assert msg.content is None
     assert calls_of(msg) == [WEATHER]
+
+
+# -- Step3 -------------------------------------------------------------------------------
+
+
+def test_step3_a_call_of_another_type_is_content() -> None:
+    """vLLM's parser takes only the `function` type before the separator."""
+    tok = cases.tokenizer("step3")
+    text = NATIVE["step3"].replace("function<｜tool_sep｜>", "plugin<｜tool_sep｜>")
+    ids = tok.encode(text)
+    whole = feed("step3", ids)
+    msg = Message.from_events(whole)
+    assert msg.tool_calls == []
+    assert squash(msg.content) == squash(text)
+    assert feed("step3", ids, range(1, len(ids))) == whole
+
+
+def test_step3_output_after_its_prompt_opened_reasoning() -> None:
+    """The generation prompt opens `<think>`: the output begins inside reasoning."""
+    tok = cases.tokenizer("step3")
+    text = "The user wants the weather.</think>\n\nChecking." + NATIVE["step3"]
+    for stream in (False, True):
+        msg = message("step3", tok.encode(text), in_reasoning=True, stream_arguments=stream)
+        assert msg.reasoning == "The user wants the weather."
+        assert msg.content == "Checking."
+        assert calls_of(msg) == [WEATHER]

@@ -63,6 +63,7 @@ NO_TEMPLATE = {
             "gigachat3",
             "gigachat31",
             "internlm",
+            "step3",
             "phi4_mini",
         )
     },

@@ -200,4 +200,5 @@ def _import_builtins() -> None:
         qwen3,
         qwen3_coder,
         seed_oss,
+        step3,
     )
