@@ -347,6 +347,12 @@ PROFILES: dict[str, Profile] = {
         "derived:step3", None, None, ("<|EOT|>",), _v("step3", "step3", skip=False),
         _s("step3"),
     ),
+    # LongCat-Flash: </longcat_s> ends the turn (not checked); vLLM's `longcat` parser
+    # (Hermes' with LongCat's tags, its adjust_request too); SGLang has none.
+    "longcat": Profile(
+        "derived:longcat", None, None, ("</longcat_s>",),
+        _v("longcat", skip=False, cite=_V_HERMES),
+    ),
     # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
     "phi4_mini": Profile(
         "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),

@@ -214,6 +214,16 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|EOT|>",
         "",
     ),
+    # LongCat-Flash: its sentence markers and tool tags (not checked: no LongCat
+    # vocabulary or template is available offline).
+    "longcat": (
+        [
+            "<longcat_s>", "</longcat_s>", "<longcat_tool_call>", "</longcat_tool_call>",
+            "<longcat_tool_response>", "</longcat_tool_response>",
+        ],
+        "</longcat_s>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

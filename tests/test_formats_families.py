@@ -47,6 +47,8 @@ NATIVE = {
     '<steptml:invoke name="get_weather">\n<steptml:parameter name="city">Paris'
     '</steptml:parameter>\n<steptml:parameter name="days">3</steptml:parameter>\n'
     "</steptml:invoke><｜tool_call_end｜>\n<｜tool_calls_end｜>",
+    "longcat": '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Paris", '
+    '"days": 3}}</longcat_tool_call>',
     "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
     '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
@@ -534,3 +536,31 @@ def test_step3_output_after_its_prompt_opened_reasoning() -> None:
         assert msg.reasoning == "The user wants the weather."
         assert msg.content == "Checking."
         assert calls_of(msg) == [WEATHER]
+
+
+# -- LongCat -----------------------------------------------------------------------------
+
+
+def test_longcat_the_parser_tests_outputs() -> None:
+    """vLLM's parser tests: text around a call, and two calls one per line."""
+    tok = cases.tokenizer("longcat")
+    around = (
+        "Let me check the weather for you.\n"
+        '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}'
+        "</longcat_tool_call>\nHere is the result."
+    )
+    ids = tok.encode(around)
+    for stream in (False, True):
+        whole = feed("longcat", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [("get_weather", {"city": "Tokyo"})]
+        assert squash(msg.content) == squash("Let me check the weather for you.Here is the result.")
+        assert feed("longcat", ids, range(1, len(ids)), stream_arguments=stream) == whole
+    parallel = (
+        '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}'
+        '</longcat_tool_call>\n<longcat_tool_call>{"name": "get_time", '
+        '"arguments": {"timezone": "Asia/Tokyo"}}</longcat_tool_call>'
+    )
+    msg = message("longcat", tok.encode(parallel))
+    assert [c.name for c in msg.tool_calls] == ["get_weather", "get_time"]
+    assert msg.content is None

@@ -64,6 +64,7 @@ NO_TEMPLATE = {
             "gigachat31",
             "internlm",
             "step3",
+            "longcat",
             "phi4_mini",
         )
     },

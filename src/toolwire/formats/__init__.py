@@ -191,6 +191,7 @@ def _import_builtins() -> None:
         lfm2,
         llama3_json,
         llama4,
+        longcat,
         minimax_m2,
         minimax_m3,
         mistral,
