@@ -333,6 +333,8 @@ PROFILES: dict[str, Profile] = {
         "derived:gigachat3", None, None, ("</s>",), _v("gigachat3", skip=False),
         _s("gigachat3"),
     ),
+    # GigaChat 3.5: SGLang's `gigachat35` detector; vLLM 0.33 has no parser for it.
+    "gigachat35": Profile("derived:gigachat35", None, None, ("</s>",), None, _s("gigachat35")),
     # InternLM 2 / Intern-S1: <|im_end|> ends the turn; vLLM's `internlm` parser (it
     # keeps special tokens when tools are given) and SGLang's `interns1` detector, without
     # a reasoning parser (InternLM 2 writes none; SGLang's `interns1` one starts inside).

@@ -191,6 +191,13 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "</s>",
         "",
     ),
+    # GigaChat 3.5: GigaChat 3's tokens and `｜GCML｜` taken as one token, as `｜DSML｜`
+    # is DeepSeek's (not checked: no GigaChat 3.5 vocabulary is available offline).
+    "gigachat35": (
+        ["</s>", "<|message_sep|>", "<|role_sep|>", "<|function_call|>", "｜GCML｜"],
+        "</s>",
+        "",
+    ),
     # InternLM 2: its added tokens in their real order (92538-92543 in its
     # tokenizer_config.json), and Intern-S1's `<think>` pair (not checked: no InternLM
     # or Intern-S1 vocabulary is available offline).

@@ -56,6 +56,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "nemotron": lambda: derived_tokenizer("nemotron"),
     "gigachat3": lambda: derived_tokenizer("gigachat3"),
     "gigachat31": lambda: derived_tokenizer("gigachat3"),
+    "gigachat35": lambda: derived_tokenizer("gigachat35"),
     "internlm": lambda: derived_tokenizer("internlm"),
     "step3": lambda: derived_tokenizer("step3"),
     "longcat": lambda: derived_tokenizer("longcat"),

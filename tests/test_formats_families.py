@@ -41,6 +41,10 @@ NATIVE = {
     '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
     "gigachat31": "<|function_call|>"
     '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
+    "gigachat35": '<｜GCML｜tool_calls>\n<｜GCML｜invoke name="get_weather">\n'
+    '<｜GCML｜parameter name="city" string="true">Paris</｜GCML｜parameter>\n'
+    '<｜GCML｜parameter name="days" string="false">3</｜GCML｜parameter>\n'
+    "</｜GCML｜invoke>\n</｜GCML｜tool_calls>",
     "internlm": "<|action_start|><|plugin|>\n"
     '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}<|action_end|>',
     "step3": "<｜tool_calls_begin｜>\n<｜tool_call_begin｜>function<｜tool_sep｜>"
@@ -564,3 +568,27 @@ def test_longcat_the_parser_tests_outputs() -> None:
     msg = message("longcat", tok.encode(parallel))
     assert [c.name for c in msg.tool_calls] == ["get_weather", "get_time"]
     assert msg.content is None
+
+
+# -- GigaChat 3.5 ------------------------------------------------------------------------
+
+
+def test_gigachat35_an_invoke_outside_its_wrapper_is_content() -> None:
+    """SGLang's detector reads invokes only inside `<｜GCML｜tool_calls>`."""
+    tok = cases.tokenizer("gigachat35")
+    invoke = NATIVE["gigachat35"].split("\n", 1)[1].rsplit("\n", 1)[0]
+    text = f"Sure.\n{invoke}"
+    for stream in (False, True):
+        msg = message("gigachat35", tok.encode(text), stream_arguments=stream)
+        assert msg.tool_calls == []
+        assert msg.content == text
+
+
+def test_gigachat35_text_before_the_calls_is_content() -> None:
+    tok = cases.tokenizer("gigachat35")
+    ids = tok.encode("Checking the weather.\n" + NATIVE["gigachat35"])
+    whole = feed("gigachat35", ids)
+    msg = Message.from_events(whole)
+    assert msg.content == "Checking the weather."
+    assert calls_of(msg) == [WEATHER]
+    assert feed("gigachat35", ids, range(1, len(ids))) == whole

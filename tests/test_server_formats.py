@@ -62,6 +62,7 @@ NO_TEMPLATE = {
             "nemotron",
             "gigachat3",
             "gigachat31",
+            "gigachat35",
             "internlm",
             "step3",
             "longcat",

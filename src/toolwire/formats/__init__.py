@@ -175,6 +175,7 @@ def _import_builtins() -> None:
         gemma4,
         gigachat3,
         gigachat31,
+        gigachat35,
         glm45,
         glm47,
         gpt_oss,
