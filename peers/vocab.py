@@ -183,8 +183,8 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|end|>",
         "",
     ),
-    # ERNIE 4.5: the six markers vLLM's ERNIE parsers look up by id, and its turn and
-    # turn tokens, `<|end_of_sentence|>` standing for its end token `</s>` (a word of
+    # ERNIE 4.5: the six markers vLLM's ERNIE parsers look up by id and its turn
+    # tokens, `<|end_of_sentence|>` standing for its end token `</s>` (a word of
     # Qwen's vocabulary); no ERNIE vocabulary or template is available offline, so which
     # of these the real vocabulary holds, and with which flags, is not checked.
     "ernie45": (
@@ -207,6 +207,54 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
     "minicpm5": (
         ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"],
         "<|im_end|>",
+        "",
+    ),
+    # GigaChat 3 / 3.1: the role and message separators, the 3.1 call token and the
+    # SentencePiece ends (no GigaChat vocabulary or template is available offline, so
+    # which of these the real vocabulary holds as special tokens is not checked).
+    "gigachat3": (
+        ["</s>", "<|message_sep|>", "<|role_sep|>", "<|function_call|>"],
+        "</s>",
+        "",
+    ),
+    # GigaChat 3.5: GigaChat 3's tokens and `｜GCML｜` taken as one token, as `｜DSML｜`
+    # is DeepSeek's (not checked: no GigaChat 3.5 vocabulary is available offline).
+    "gigachat35": (
+        ["</s>", "<|message_sep|>", "<|role_sep|>", "<|function_call|>", "｜GCML｜"],
+        "</s>",
+        "",
+    ),
+    # InternLM 2: its added tokens in their real order (92538-92543 in its
+    # tokenizer_config.json), and Intern-S1's `<think>` pair (not checked: no InternLM
+    # or Intern-S1 vocabulary is available offline).
+    "internlm": (
+        [
+            "<|plugin|>", "<|interpreter|>", "<|action_end|>", "<|action_start|>",
+            "<|im_end|>", "<|im_start|>", "<think>", "</think>",
+        ],
+        "<|im_end|>",
+        "",
+    ),
+    # Step3: its turn markers, the `<think>` pair and the five tool-call markers the
+    # peers' parsers name (no Step3 vocabulary or template is available offline, so
+    # which of these the real vocabulary holds, and in what order, is not checked).
+    "step3": (
+        [
+            "<|BOT|>", "<|EOT|>", "<think>", "</think>",
+            "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
+            "<｜tool_call_end｜>", "<｜tool_sep｜>",
+        ],
+        "<|EOT|>",
+        "",
+    ),
+    # LongCat-Flash: its sentence markers and tool tags (not checked: no LongCat
+    # vocabulary or template is available offline).
+    "longcat": (
+        [
+            "<longcat_s>", "</longcat_s>", "<longcat_tool_call>", "</longcat_tool_call>",
+            "<longcat_tool_response>", "</longcat_tool_response>",
+        ],
+        "</longcat_s>",
         "",
     ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
