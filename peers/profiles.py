@@ -177,6 +177,9 @@ _V_GRANITE4 = Cite("vllm/tool_parsers/granite4_tool_parser.py", 71,
                    "request.skip_special_tokens = False", "granite4 adjust_request")  # fmt: skip
 _V_LFM2 = Cite("vllm/tool_parsers/lfm2_tool_parser.py", 91,
                "request.skip_special_tokens = False", "lfm2 adjust_request")  # fmt: skip
+_V_FUNCTIONGEMMA = Cite("vllm/tool_parsers/functiongemma_tool_parser.py", 82,
+                        "request.skip_special_tokens = False",
+                        "functiongemma adjust_request")  # fmt: skip
 _V_K3 = Cite(
     "vllm/tool_parsers/kimi_k3_tool_parser.py",
     202,
@@ -323,6 +326,13 @@ PROFILES: dict[str, Profile] = {
     ),
     # Nemotron Nano v2: no vLLM or SGLang parser in the pinned builds.
     "nemotron": Profile("derived:nemotron", None, None, ("<|end|>",)),
+    # FunctionGemma: <end_of_turn>, and <start_function_response>, which its template
+    # writes after the calls (its documentation: an additional stop sequence). vLLM's
+    # parser keeps special tokens (adjust_request); SGLang has no FunctionGemma parser.
+    "functiongemma": Profile(
+        "derived:functiongemma", None, None, ("<end_of_turn>", "<start_function_response>"),
+        _v("functiongemma", skip=False, cite=_V_FUNCTIONGEMMA),
+    ),
     # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
     "phi4_mini": Profile(
         "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),

@@ -74,6 +74,19 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<turn|>",
         "google-gemma-4-31B-it.jinja",
     ),
+    # FunctionGemma: Gemma 3's turn tokens and the six function tokens plus `<escape>`
+    # its documentation names (special: vLLM keeps special tokens for its parser); no
+    # FunctionGemma vocabulary or template is available offline.
+    "functiongemma": (
+        [
+            "<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
+            "<start_function_declaration>", "<end_function_declaration>",
+            "<start_function_call>", "<end_function_call>",
+            "<start_function_response>", "<end_function_response>", "<escape>",
+        ],
+        "<end_of_turn>",
+        "",
+    ),
     # Granite 4.0: its tokenizer.json's added tokens 100256-100283, in order.
     "granite4": (
         [

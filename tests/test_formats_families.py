@@ -1,4 +1,5 @@
-"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan: per-format tests.
+"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, FunctionGemma:
+per-format tests.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -42,6 +43,8 @@ NATIVE = {
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
     "hunyuan": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
     "</tool_calls>",
+    "functiongemma": "<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:3}"
+    "<end_function_call>",
 }
 NAMES = sorted(NATIVE)
 
@@ -401,3 +404,92 @@ def test_phi4_mini_calls_follow_functools_at_a_line_start() -> None:
     ):
         msg = message("phi4_mini", tok.encode(prose))
         assert msg.tool_calls == [] and msg.content == prose
+
+
+# -- FunctionGemma -----------------------------------------------------------------------
+
+#: Google's FunctionGemma documentation ("formatting and best practices"), verbatim.
+FUNCTIONGEMMA_DOC = (
+    "<start_function_call>call:get_current_temperature{location:<escape>Paris<escape>,"
+    "unit:<escape>celsius<escape>}<end_function_call>"
+)
+FG_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_current_temperature",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "location": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["location"],
+            },
+        },
+    }
+]
+
+
+def test_functiongemma_documented_sample_and_its_stop_token() -> None:
+    tok = cases.tokenizer("functiongemma")
+    # The template writes <start_function_response> after the calls: a stop token.
+    ids = tok.encode(FUNCTIONGEMMA_DOC + "<start_function_response>")
+    for stream in (False, True):
+        whole = feed("functiongemma", ids, tools=FG_TOOLS, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [
+            ("get_current_temperature", {"location": "Paris", "unit": "celsius"})
+        ]
+        assert msg.content is None
+        chunked = feed(
+            "functiongemma", ids, range(1, len(ids)), tools=FG_TOOLS, stream_arguments=stream
+        )
+        assert chunked == whole
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # Quoted values the schema types as numbers or booleans are those values...
+        (
+            "query:<escape>rain<escape>,limit:<escape>7<escape>,exact:<escape>true<escape>",
+            {"query": "rain", "limit": 7, "exact": True},
+        ),
+        # ... bare ones too; a string parameter stays a string, quoted or bare.
+        (
+            "query:<escape>42<escape>,limit:7,exact:false",
+            {"query": "42", "limit": 7, "exact": False},
+        ),
+        ("query:42,limit:<escape> 7 <escape>", {"query": "42", "limit": 7}),
+        # Text that is not the schema's type stays the model's text.
+        (
+            "query:<escape>a<escape>,limit:<escape>seven<escape>,exact:<escape>1<escape>",
+            {"query": "a", "limit": "seven", "exact": "1"},
+        ),
+        ("query:<escape>a<escape>,limit:<escape>true<escape>", {"query": "a", "limit": "true"}),
+        ("query:<escape>a<escape>,limit:<escape>1e999<escape>", {"query": "a", "limit": "1e999"}),
+        # Strings hold the body's structure characters; nested strings stay strings.
+        (
+            "query:<escape>a{b},c:d<escape>,tags:[<escape>1<escape>,<escape>}<escape>]",
+            {"query": "a{b},c:d", "tags": ["1", "}"]},
+        ),
+    ],
+)
+def test_functiongemma_values_are_typed_by_the_schema(body: str, expected: dict[str, Any]) -> None:
+    tok = cases.tokenizer("functiongemma")
+    ids = tok.encode(f"<start_function_call>call:search{{{body}}}<end_function_call>")
+    for stream in (False, True):
+        for deltas in ([], range(1, len(ids))):
+            msg = message("functiongemma", ids, deltas, stream_arguments=stream)
+            assert calls_of(msg) == [("search", expected)]
+
+
+def test_functiongemma_escape_spelled_from_sub_words_is_value_text() -> None:
+    tok = cases.tokenizer("functiongemma")
+    head = tok.encode("<start_function_call>call:search{query:<escape>")
+    quoted = tok.encode("say <escape> here", delimiters=False)
+    tail = tok.encode("<escape>}<end_function_call>")
+    for stream in (False, True):
+        msg = message("functiongemma", head + quoted + tail, stream_arguments=stream)
+        assert calls_of(msg) == [("search", {"query": "say <escape> here"})]

@@ -61,6 +61,7 @@ NO_TEMPLATE = {
             "llama4",
             "nemotron",
             "phi4_mini",
+            "functiongemma",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",

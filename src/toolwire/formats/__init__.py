@@ -172,6 +172,7 @@ def _import_builtins() -> None:
         deepseek_v31,
         deepseek_v32,
         deepseek_v41,
+        functiongemma,
         gemma4,
         glm45,
         glm47,
