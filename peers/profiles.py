@@ -180,6 +180,8 @@ _V_LFM2 = Cite("vllm/tool_parsers/lfm2_tool_parser.py", 91,
 _V_FUNCTIONGEMMA = Cite("vllm/tool_parsers/functiongemma_tool_parser.py", 82,
                         "request.skip_special_tokens = False",
                         "functiongemma adjust_request")  # fmt: skip
+_V_APERTUS = Cite("vllm/tool_parsers/apertus_tool_parser.py", 131,
+                  "request.skip_special_tokens = False", "apertus adjust_request")  # fmt: skip
 _V_K3 = Cite(
     "vllm/tool_parsers/kimi_k3_tool_parser.py",
     202,
@@ -332,6 +334,11 @@ PROFILES: dict[str, Profile] = {
     "functiongemma": Profile(
         "derived:functiongemma", None, None, ("<end_of_turn>", "<start_function_response>"),
         _v("functiongemma", skip=False, cite=_V_FUNCTIONGEMMA),
+    ),
+    # Apertus: <|assistant_end|> (a stand-in: no Apertus generation config offline).
+    "apertus": Profile(
+        "derived:apertus", None, None, ("<|assistant_end|>",),
+        _v("apertus", skip=False, cite=_V_APERTUS), _s("apertus2509", "apertus2509"),
     ),
     # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
     "phi4_mini": Profile(

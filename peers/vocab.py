@@ -87,6 +87,15 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<end_of_turn>",
         "",
     ),
+    # Apertus: the reasoning and call tokens its peers' parsers name, with
+    # `<|assistant_end|>` standing for its end-of-turn token (no Apertus vocabulary or
+    # template is available offline, so the rest of its added tokens are not checked).
+    "apertus": (
+        ["<|assistant_end|>", "<|inner_prefix|>", "<|inner_suffix|>", "<|tools_prefix|>",
+         "<|tools_suffix|>"],
+        "<|assistant_end|>",
+        "",
+    ),
     # Granite 4.0: its tokenizer.json's added tokens 100256-100283, in order.
     "granite4": (
         [

@@ -55,6 +55,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "llama4": lambda: derived_tokenizer("llama4"),
     "nemotron": lambda: derived_tokenizer("nemotron"),
     "functiongemma": lambda: derived_tokenizer("functiongemma"),
+    "apertus": lambda: derived_tokenizer("apertus"),
     "minimax_m3": lambda: derived_tokenizer("minimax_m3"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.

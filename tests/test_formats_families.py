@@ -43,6 +43,7 @@ NATIVE = {
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
     "hunyuan": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
     "</tool_calls>",
+    "apertus": '<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 3}}]<|tools_suffix|>',
     "functiongemma": "<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:3}"
     "<end_function_call>",
 }
@@ -188,7 +189,7 @@ def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> No
 # -- lists ended by a mark (LFM2, Command) ---------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus"])
 def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -201,7 +202,7 @@ def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -
     assert squash(cut.content) == squash(tok.decode(ids))
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus"])
 def test_text_after_the_list_is_content(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -211,7 +212,7 @@ def test_text_after_the_list_is_content(name: str) -> None:
         assert msg.content == "Done."
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan"])
+@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus"])
 def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str) -> None:
     mark = formats.get(name).marks[0]
     text = NATIVE[name].removesuffix(mark) + mark[:5] + "x and more."
@@ -493,3 +494,53 @@ def test_functiongemma_escape_spelled_from_sub_words_is_value_text() -> None:
     for stream in (False, True):
         msg = message("functiongemma", head + quoted + tail, stream_arguments=stream)
         assert calls_of(msg) == [("search", {"query": "say <escape> here"})]
+
+
+# -- Apertus -----------------------------------------------------------------------------
+
+
+def test_apertus_peer_sample_after_prose() -> None:
+    """vLLM's parser docstring: prose, then one keyed call."""
+    tok = cases.tokenizer("apertus")
+    text = 'I will check. <|tools_prefix|>[{"get_weather": {"city": "Paris"}}]<|tools_suffix|>'
+    ids = tok.encode(text)
+    for stream in (False, True):
+        whole = feed("apertus", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [("get_weather", {"city": "Paris"})]
+        assert msg.content == "I will check."
+        assert feed("apertus", ids, range(1, len(ids)), stream_arguments=stream) == whole
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        '{"get_weather": {"city": "Paris"}, "search": {"query": "x"}}',  # two keys
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',  # not keyed
+        '{"get_weather": "city=Paris"}',  # arguments not an object
+        "{}",
+    ],
+)
+def test_apertus_an_item_that_is_not_one_keyed_call_is_content(item: str) -> None:
+    tok = cases.tokenizer("apertus")
+    text = f"<|tools_prefix|>[{item}]<|tools_suffix|>"
+    msg = message("apertus", tok.encode(text))
+    assert msg.tool_calls == []
+    assert msg.content == text
+    # Streamed, a call whose name was already sent ends invalid; none is valid.
+    streamed = message("apertus", tok.encode(text), stream_arguments=True)
+    assert not [c for c in streamed.tool_calls if c.valid]
+
+
+def test_apertus_a_call_inside_reasoning_ends_it() -> None:
+    """SGLang's apertus2509 reasoning detector reads a call list inside the block."""
+    tok = cases.tokenizer("apertus")
+    text = (
+        "<|inner_prefix|>Look it up. "
+        '<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 3}}]<|tools_suffix|>'
+    )
+    ids = tok.encode(text)
+    for stream in (False, True):
+        msg = message("apertus", ids, stream_arguments=stream)
+        assert msg.reasoning == "Look it up."
+        assert calls_of(msg) == [WEATHER]

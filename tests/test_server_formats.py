@@ -62,6 +62,7 @@ NO_TEMPLATE = {
             "nemotron",
             "phi4_mini",
             "functiongemma",
+            "apertus",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",

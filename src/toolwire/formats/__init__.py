@@ -166,6 +166,7 @@ def _load() -> None:
 
 def _import_builtins() -> None:
     from toolwire.formats import (  # noqa: F401
+        apertus,
         command,
         deepseek_v3,
         deepseek_v4,
