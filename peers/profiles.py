@@ -344,6 +344,9 @@ PROFILES: dict[str, Profile] = {
     "phi4_mini": Profile(
         "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),
     ),
+    # xLAM-2-8b-fc-r: text-gated, on Llama 3's vocabulary (its base model's). SGLang
+    # has no xLAM detector.
+    "xlam": Profile("llama3", None, None, _LLAMA3, _v("xlam")),
     # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
     "hy_v3": Profile(
         "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),

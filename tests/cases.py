@@ -64,12 +64,14 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "pythonic": lambda: tokenizer_for("llama3"),
     # Phi-4-mini's `functools` is text in any vocabulary (no Phi vocabulary offline).
     "phi4_mini": lambda: tokenizer_for("llama3"),
+    # xLAM-2-8b-fc-r is a Llama 3.1 model: its bare JSON lists are text there.
+    "xlam": lambda: tokenizer_for("llama3"),
     "mistral": lambda: mistral_tokenizer("tekken_240718.json.gz"),
 }
 
 #: Formats expected to be text-matched (Parser.gated False) with their test tokenizer
 #: (real or synthetic: no delimiter opens their calls).
-UNGATED: set[str] = {"llama3_json", "pythonic", "phi4_mini"}
+UNGATED: set[str] = {"llama3_json", "pythonic", "phi4_mini", "xlam"}
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -544,3 +544,34 @@ def test_apertus_a_call_inside_reasoning_ends_it() -> None:
         msg = message("apertus", ids, stream_arguments=stream)
         assert msg.reasoning == "Look it up."
         assert calls_of(msg) == [WEATHER]
+
+
+# -- xLAM --------------------------------------------------------------------------------
+
+
+def test_xlam_lists_at_a_line_start_are_calls_and_others_content() -> None:
+    tok = cases.tokenizer("xlam")
+    two = [WEATHER, ("get_weather", {"city": "Rome"})]
+    native = formats.get("xlam").render(two)
+    assert native == (
+        '[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}, '
+        '{"name": "get_weather", "arguments": {"city": "Rome"}}]'
+    )
+    assert not Parser("xlam", tok).gated
+    for text in (native, "Sure.\n" + native, native.replace(", {", ",\n  {")):
+        ids = tok.encode(text)
+        for stream in (False, True):
+            whole = feed("xlam", ids, stream_arguments=stream)
+            msg = Message.from_events(whole)
+            assert calls_of(msg) == two
+            assert (msg.content or "") == text[: text.index("[")].strip()
+            assert feed("xlam", ids, range(1, len(ids)), stream_arguments=stream) == whole
+    for prose in (
+        "Sure. " + native,  # mid-line: an echo, not a call
+        "[1, 2, 3] are the numbers.",
+        '[{"name": "nope", "arguments": {}}]',  # an undeclared tool
+        '[{"city": "Paris"}]',  # not a call object
+        '[{"name": "get_weather", "arguments": {"city": "Pa',  # cut
+    ):
+        msg = message("xlam", tok.encode(prose))
+        assert msg.tool_calls == [] and msg.content == prose

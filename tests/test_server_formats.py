@@ -63,6 +63,7 @@ NO_TEMPLATE = {
             "phi4_mini",
             "functiongemma",
             "apertus",
+            "xlam",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",

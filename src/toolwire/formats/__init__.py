@@ -199,4 +199,5 @@ def _import_builtins() -> None:
         qwen3,
         qwen3_coder,
         seed_oss,
+        xlam,
     )
