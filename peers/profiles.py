@@ -182,6 +182,8 @@ _V_FUNCTIONGEMMA = Cite("vllm/tool_parsers/functiongemma_tool_parser.py", 82,
                         "functiongemma adjust_request")  # fmt: skip
 _V_APERTUS = Cite("vllm/tool_parsers/apertus_tool_parser.py", 131,
                   "request.skip_special_tokens = False", "apertus adjust_request")  # fmt: skip
+_V_JAMBA = Cite("vllm/tool_parsers/jamba_tool_parser.py", 80,
+                "request.skip_special_tokens = False", "jamba adjust_request")  # fmt: skip
 _V_K3 = Cite(
     "vllm/tool_parsers/kimi_k3_tool_parser.py",
     202,
@@ -339,6 +341,11 @@ PROFILES: dict[str, Profile] = {
     "apertus": Profile(
         "derived:apertus", None, None, ("<|assistant_end|>",),
         _v("apertus", skip=False, cite=_V_APERTUS), _s("apertus2509", "apertus2509"),
+    ),
+    # Jamba: <|end|> (a stand-in: no Jamba generation config offline). SGLang has no
+    # Jamba detector.
+    "jamba": Profile(
+        "derived:jamba", None, None, ("<|end|>",), _v("jamba", skip=False, cite=_V_JAMBA),
     ),
     # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
     "phi4_mini": Profile(

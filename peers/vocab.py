@@ -96,6 +96,10 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|assistant_end|>",
         "",
     ),
+    # Jamba: the call tags as special tokens (vLLM's parser keeps special tokens for
+    # them), with `<|end|>` standing for its end-of-turn token (no Jamba vocabulary or
+    # template is available offline, so the rest of its added tokens are not checked).
+    "jamba": (["<|end|>", "<tool_calls>", "</tool_calls>"], "<|end|>", ""),
     # Granite 4.0: its tokenizer.json's added tokens 100256-100283, in order.
     "granite4": (
         [

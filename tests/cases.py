@@ -56,6 +56,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "nemotron": lambda: derived_tokenizer("nemotron"),
     "functiongemma": lambda: derived_tokenizer("functiongemma"),
     "apertus": lambda: derived_tokenizer("apertus"),
+    "jamba": lambda: derived_tokenizer("jamba"),
     "minimax_m3": lambda: derived_tokenizer("minimax_m3"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.

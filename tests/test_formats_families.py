@@ -44,6 +44,8 @@ NATIVE = {
     "hunyuan": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
     "</tool_calls>",
     "apertus": '<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 3}}]<|tools_suffix|>',
+    "jamba": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
+    "</tool_calls>",
     "functiongemma": "<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:3}"
     "<end_function_call>",
 }
@@ -189,7 +191,9 @@ def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> No
 # -- lists ended by a mark (LFM2, Command) ---------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus"])
+@pytest.mark.parametrize(
+    "name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus", "jamba"]
+)
 def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -202,7 +206,9 @@ def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -
     assert squash(cut.content) == squash(tok.decode(ids))
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus"])
+@pytest.mark.parametrize(
+    "name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus", "jamba"]
+)
 def test_text_after_the_list_is_content(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -212,7 +218,9 @@ def test_text_after_the_list_is_content(name: str) -> None:
         assert msg.content == "Done."
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus"])
+@pytest.mark.parametrize(
+    "name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus", "jamba"]
+)
 def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str) -> None:
     mark = formats.get(name).marks[0]
     text = NATIVE[name].removesuffix(mark) + mark[:5] + "x and more."
@@ -575,3 +583,22 @@ def test_xlam_lists_at_a_line_start_are_calls_and_others_content() -> None:
     ):
         msg = message("xlam", tok.encode(prose))
         assert msg.tool_calls == [] and msg.content == prose
+
+
+# -- Jamba -------------------------------------------------------------------------------
+
+
+def test_jamba_a_list_over_several_lines_after_prose() -> None:
+    tok = cases.tokenizer("jamba")
+    text = (
+        "Checking both.<tool_calls>[\n"
+        '    {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}},\n'
+        '    {"name": "get_time", "arguments": {}}\n]</tool_calls>'
+    )
+    ids = tok.encode(text)
+    for stream in (False, True):
+        whole = feed("jamba", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [WEATHER, ("get_time", {})]
+        assert msg.content == "Checking both."
+        assert feed("jamba", ids, range(1, len(ids)), stream_arguments=stream) == whole

@@ -64,6 +64,7 @@ NO_TEMPLATE = {
             "functiongemma",
             "apertus",
             "xlam",
+            "jamba",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",

@@ -185,6 +185,7 @@ def _import_builtins() -> None:
         hy_v3,
         hy_v4,
         inkling,
+        jamba,
         kimi_k2,
         kimi_k3,
         lfm2,
