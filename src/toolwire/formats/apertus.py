@@ -7,8 +7,8 @@ list, items "separated by ", "")::
     I will check. <|tools_prefix|>[{"get_weather": {"city": "Paris"}}]<|tools_suffix|>
 
 Each item is one call whose one key is the tool's name and whose value is the model's
-own argument bytes (`syntax.json_envelope`, keyed); `<|tools_suffix|>` ends the list
-(`syntax.end_marked`), as Nemotron's `</TOOLCALL>`. Reasoning is
+own argument bytes (`syntax.json_envelope`, keyed; `formats.json_list`);
+`<|tools_suffix|>` ends the list, as Nemotron's `</TOOLCALL>`. Reasoning is
 `<|inner_prefix|>`...`<|inner_suffix|>` (SGLang's `apertus2509` reasoning detector,
 `sglang/srt/parser/reasoning_parser.py:1588`). That detector reads a call list inside
 the reasoning block as calls (`_split_inner_reasoning`), so a call may begin inside
@@ -19,16 +19,12 @@ keep special tokens for their parsers), so the format is gated.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from typing import Any
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
-from toolwire.syntax.end_marked import EndMarked
-from toolwire.syntax.json_calls import JsonCall
+from toolwire.formats.json_list import JsonList
+from toolwire.formats.spec import Format
 from toolwire.syntax.json_envelope import JsonEnvelope
-
-START, END = "<|tools_prefix|>", "<|tools_suffix|>"
 
 
 class KeyedCall(JsonEnvelope):
@@ -37,36 +33,22 @@ class KeyedCall(JsonEnvelope):
     keyed = True
 
 
-def _item(context: CallContext) -> JsonCall:
-    return JsonCall(context, separator=",", envelope=KeyedCall)
+def _keyed(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {name: args}
 
 
-def render(calls: Sequence[RenderedCall]) -> str:
-    items = [json.dumps({name: dict(args)}, ensure_ascii=False) for name, args in calls]
-    return START + "[" + ", ".join(items) + "]" + END
-
-
-def syntax(context: CallContext) -> EndMarked:
-    return EndMarked(context, _item, END)
-
+LIST = JsonList("<|tools_prefix|>", "<|tools_suffix|>", KeyedCall, _keyed, head='{"{name}": ')
 
 APERTUS = register(
     Format(
         name="apertus",
-        call=(START, None),
-        syntax=syntax,
-        render=render,
+        call=(LIST.start, None),
+        syntax=LIST.syntax,
+        render=LIST.render,
         reasoning=("<|inner_prefix|>", "<|inner_suffix|>"),
         calls_in_reasoning=True,
-        marks=(END,),
-        grammar=Shape(
-            head='{"{name}": ',
-            tail="}",
-            name="json",
-            items=("[", "]"),
-            separator=", ",
-            list_end=END,
-        ),
+        marks=(LIST.end,),
+        grammar=LIST.shape,
     ),
     aliases=("apertus2509",),
 )
