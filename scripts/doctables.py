@@ -103,8 +103,11 @@ def _source(doc: str) -> str:
 
 def _calls(fmt: Format) -> str:
     opener, closer = fmt.call
-    if fmt.header is not None:
+    if fmt.header is not None and not opener:
         call = "a message header naming `to=functions.NAME`"
+    elif fmt.header is not None:  # blocks whose kind closes the message's header
+        call = _code(opener) + (f" … {_code(closer)}" if closer else "")
+        call += f" (its header, after {_code(fmt.header.opens[0])}, is metadata)"
     elif fmt.anchor is not None:
         begins = " or ".join(f"`{c}`" for c in fmt.anchor.begins)
         call = f"a line beginning with {begins} (no token: text-gated)"

@@ -115,6 +115,55 @@ def test_inkling_blocks_in_any_order() -> None:
     assert (msg.reasoning, msg.content) == ("Hmm.", "Yes.")
 
 
+INKLING_HEADED = [
+    # (output, content, reasoning): the header before a block is the message's
+    # metadata (SGLang's inkling_detector.py form), whatever follows it.
+    ("get_weather" + INKLING_CALL, None, None),  # the prompt opened the first header
+    (
+        "<|content_text|>Checking.<|end_message|><|message_model|>get_weather" + INKLING_CALL,
+        "Checking.",
+        None,
+    ),
+    (
+        "<|content_thinking|>Hmm.<|end_message|><|message_model|> get_weather " + INKLING_CALL,
+        None,
+        "Hmm.",
+    ),
+    ("<|message_model|>get_weather" + INKLING_CALL, None, None),
+]
+
+
+@pytest.mark.parametrize(("text", "content", "reasoning"), INKLING_HEADED)
+def test_inkling_header_is_the_calls_metadata(
+    text: str, content: str | None, reasoning: str | None
+) -> None:
+    """The tool name between `<|message_model|>` and a block's kind never reaches
+    content, in any chunking, held or streamed."""
+    ids = cases.tokenizer("inkling").encode(text)
+    for stream in (False, True):
+        whole = cases.feed("inkling", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls(msg) == WEATHER
+        assert (msg.content, msg.reasoning) == (content, reasoning)
+        assert cases.feed("inkling", ids, range(1, len(ids)), stream_arguments=stream) == whole
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("Hello there<|end_message|>", "Hello there"),  # no block kind: what it wrote
+        ("<|content_text|>A.<|end_message|><|message_model|>then text", "A.\nthen text"),
+        ("<|message_model|>x<|message_model|><|content_text|>y<|end_message|>", "x\ny"),
+        ("<|content_invoke_tool_text|>raw call<|end_message|>", "raw call"),
+    ],
+)
+def test_inkling_header_without_a_block_kind_is_content(text: str, content: str) -> None:
+    ids = cases.tokenizer("inkling").encode(text)
+    msg = cases.message("inkling", ids)
+    assert (msg.content, msg.tool_calls) == (content, [])
+    assert cases.message("inkling", ids, range(1, len(ids))) == msg
+
+
 def test_m3_nested_elements_lists_and_spacing() -> None:
     text = (
         f'{NS}<tool_call>\n{NS}<invoke name="search">\n{NS}<query>x{NS}</query>\n'

@@ -77,7 +77,7 @@ def roles(fmt: Format) -> dict[str, tuple[str, ...]]:
         "call.close": (fmt.call[1] or "",),
         "mark": (*fmt.marks, *(header.marks if header else ())),
         "header.open": header.opens if header else (),
-        "header.close": (header.close,) if header else (),
+        "header.close": header.closes if header else (),
         "header.end": header.ends if header else (),
         "anchor.after": anchor.after if anchor else (),
     }
@@ -87,7 +87,10 @@ def roles(fmt: Format) -> dict[str, tuple[str, ...]]:
 def prefixes(fmt: Format) -> dict[str, str]:
     """Output text that leaves the parser in each state the format has (cut from what
     the format's own renderer writes)."""
-    out = {"content": CONTENT}
+    # Cut inside content as the format writes it (bare, or in Inkling's text block,
+    # where the output begins inside a header).
+    alone = fmt.render_output(content=CONTENT)
+    out = {"content": alone[: alone.index(CONTENT) + len(CONTENT)]}
     if fmt.reasoning_pairs or fmt.header is not None:
         whole = fmt.render_output(reasoning=REASONING, content=CONTENT)
         out["reasoning"] = whole[: whole.index(REASONING) + len(REASONING) // 2]
@@ -102,7 +105,9 @@ def prefixes(fmt: Format) -> dict[str, str]:
         if fmt.loose_calls:  # a call standing alone, provisionally
             out["loose call"] = CONTENT + "\n" + body[: body.index("Paris") - 1]
     if fmt.header is not None:
-        out["header"] = call[: call.index(fmt.header.opens[0]) + len(fmt.header.opens[0]) + 3]
+        opener = fmt.header.opens[0]
+        at = call.find(opener)  # Inkling writes no opener before its first block
+        out["header"] = call[: at + len(opener) + 3] if at >= 0 else opener + "get"
     return out
 
 
@@ -216,7 +221,7 @@ def _markup(fmt: Format, tok: Tokenizer, ids: list[int]) -> tuple[str, list[tupl
     if header is not None:  # header marks are header text: markup
         opens = [a for a, b in spans if text[a:b] in header.opens]
         for a in opens:
-            ends = [b for s, b in spans if s > a and text[s:b] in (header.close, *header.ends)]
+            ends = [b for s, b in spans if s > a and text[s:b] in (*header.closes, *header.ends)]
             spans.append((a, min(ends) if ends else len(text)))
     return text, spans
 

@@ -479,7 +479,7 @@ class Tables:
     c_open: str | None
     c_close: str | None
     h_opens: tuple[str, ...]
-    h_close: str | None
+    h_closes: tuple[str, ...]
     h_ends: frozenset[str]
     #: Delimiters after which an anchored (text-gated) call may begin.
     after: frozenset[str]
@@ -531,7 +531,7 @@ def _tables(fmt: Format, lex: Lexicon, mode: str, bare: bool = False) -> Tables:
     c_close = form(fmt.call[1]) if fmt.call[1] else None
     header = fmt.header
     h_opens = tuple(form(o) for o in header.opens) if header else ()
-    h_close = form(header.close) if header else None
+    h_closes = tuple(form(c) for c in header.closes) if header else ()
     h_ends = frozenset(form(e) for e in header.ends) if header else frozenset()
     # Outside a call every delimiter is searched for, so that an unexpected one
     # (a stray closing tag, a mark outside a body) is consumed, never leaked. Content
@@ -558,7 +558,7 @@ def _tables(fmt: Format, lex: Lexicon, mode: str, bare: bool = False) -> Tables:
         State.REASONING: outer + closes + (loose if fmt.calls_in_reasoning else []),
         State.SECTION: everything,
         State.CALL: inside,
-        State.HEADER: [*h_opens[:1], *h_ends, *([h_close] if h_close else [])],
+        State.HEADER: [*h_opens[:1], *h_ends, *h_closes],
     }
     inner = frozenset(form(m) for m in (*fmt.marks, *(header.marks if header else ())))
     members: dict[Role, frozenset[str]] = {
@@ -570,7 +570,7 @@ def _tables(fmt: Format, lex: Lexicon, mode: str, bare: bool = False) -> Tables:
         Role.CALL_CLOSE: frozenset({c_close} if c_close else ()),
         Role.MARK: inner,
         Role.HEADER_OPEN: frozenset(h_opens),
-        Role.HEADER_CLOSE: frozenset({h_close} if h_close else ()),
+        Role.HEADER_CLOSE: frozenset(h_closes),
         Role.HEADER_END: h_ends,
         Role.AFTER: frozenset(form(a) for a in fmt.anchor.after) if fmt.anchor else frozenset(),
         Role.BARE_OPEN: frozenset(loose),
@@ -613,7 +613,7 @@ def _tables(fmt: Format, lex: Lexicon, mode: str, bare: bool = False) -> Tables:
         c_open=c_open,
         c_close=c_close,
         h_opens=h_opens,
-        h_close=h_close,
+        h_closes=h_closes,
         h_ends=h_ends,
         after=members[Role.AFTER],
         marks={m: form(m) for m in fmt.marks},

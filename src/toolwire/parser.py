@@ -36,8 +36,10 @@ mode, so a matched delimiter costs one lookup. In short::
     CALL --anything else it searches for--> the body ends; the delimiter acts anew
     CALL --a self-ending body that `follows` (a list's separator)--> CALL, no opener
     CONTENT | REASONING --header.open--> HEADER --header.close--> REASONING, CONTENT
-        or CALL, as the format's pure hook routes the header text (harmony); a header
-        end, a new header or the call close ends that body
+        or CALL, as the format's pure hook routes the header text (harmony; Inkling,
+        whose block kinds are its closes and whose output begins inside a header); a
+        header end, a new header or the call close ends that body; a header that never
+        closes is markup, or content where the format says so
     CONTENT --a line's first non-space character, one of anchor.begins--> CALL
         (calls that no token opens: the text-gated fallback, `Parser.gated` False;
          a line start is the output's start, a newline, one of anchor.after, or the
@@ -497,6 +499,10 @@ class Parser:
         self._call: _Call | None = None
         self._section: _Section | None = None
         self._header: _Header | None = None
+        header = self.format.header
+        if header is not None and header.initial and not in_reasoning:
+            self._state = State.HEADER  # the prompt opened it
+            self._header = _Header("", self._content.boundary())
         anchor = self.format.anchor
         self._anchor = _Anchor(anchor.begins) if anchor is not None else None
         self._calls = 0  # calls returned
@@ -636,9 +642,14 @@ class Parser:
         if self._section is not None:
             self._take(TRIGGERED[State.SECTION, Trigger.OUTPUT_END], "", out)
         header = self._header
-        if self._state is State.HEADER and header is not None and self.strict:
-            text = self._literal_text("".join(header.parts))  # non-strict: it is markup
-            raise MalformedOutput("the output ended inside a message header", text=text)
+        if self._state is State.HEADER and header is not None:
+            spec = self.format.header
+            assert spec is not None
+            if spec.unclosed == "content":
+                self._unclosed_header(out)
+            elif self.strict:
+                text = self._literal_text("".join(header.parts))  # non-strict: it is markup
+                raise MalformedOutput("the output ended inside a message header", text=text)
         self._content.boundary()
         self._reasoning.boundary()
         return out
@@ -869,16 +880,32 @@ class Parser:
         return _DONE
 
     def _new_header(self, form: str, out: list[Event]) -> Outcome:
-        """A new message begins inside a header: the header so far is markup."""
+        """A new message begins inside a header: the header so far is markup (or
+        content, as the format says)."""
         header = self._header
         assert header is not None
-        header.parts = [form]
+        if self._unclosed_header(out):
+            self._header = _Header(form, self._content.boundary())
+        else:
+            header.parts = [form]
+            self._header = header
         return _DONE
 
     def _drop_header(self, form: str, out: list[Event]) -> Outcome:
-        """A message ended inside its header: the header is markup."""
-        self._header = None
+        """A message ended inside its header: the header is markup (or content)."""
+        self._unclosed_header(out)
         return _DONE
+
+    def _unclosed_header(self, out: list[Event]) -> bool:
+        """A header that never closed ends: its text after the opener is content where
+        the format says so (`Header.unclosed`; True then), else markup."""
+        header, self._header = self._header, None
+        spec = self.format.header
+        assert header is not None and spec is not None
+        if spec.unclosed != "content":
+            return False
+        self._content.add(self._literal_text("".join(header.parts[1:])), out)
+        return True
 
     def _enter_body(self, form: str, out: list[Event]) -> Outcome:
         """A header closed: route the message body as the format's hook says."""
@@ -888,11 +915,16 @@ class Parser:
         text = "".join(header.parts) + form
         self._header = None
         route = route_of.route(self._literal_text(text))
+        before = header.before
+        if route.content:  # prose, not metadata: content, then the body
+            self._content.add(route.content, out)
+            text = form
+            before = self._content.boundary() if route.kind != "content" else None
         if route.kind == "reasoning":
             return Outcome.TO_REASONING
         if route.kind == "call":
             # Released, the call goes back where its header began (content's state then).
-            self._open_call(text, out, name=route.name, before=header.before, resume=_CONTENT)
+            self._open_call(text, out, name=route.name, before=before, resume=_CONTENT)
             return Outcome.TO_CALL
         return Outcome.TO_CONTENT
 

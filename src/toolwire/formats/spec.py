@@ -70,24 +70,41 @@ class Route(NamedTuple):
     kind: Literal["reasoning", "content", "call"]
     #: The tool's name, for a call.
     name: str | None = None
+    #: Header text that is prose, not metadata (content before the body; Inkling's
+    #: header is a tool's name, anything else there is what the model wrote).
+    content: str = ""
 
 
 @dataclass(frozen=True)
 class Header:
-    """Messages whose header routes their body (harmony).
+    """Messages whose header routes their body (harmony, Inkling).
 
     Outside a header, any of `opens` begins one; inside, the first of `opens` begins a
     new header (a new message) and the others, with `marks`, are header text. `close`
-    ends the header; the body then runs until one of `ends`, the format's call close,
-    or a new header.
+    ends the header (any of them, when several: Inkling's block kinds, which `route`
+    tells apart); the body then runs until one of `ends`, the format's call close, or
+    a new header.
     """
 
     opens: tuple[str, ...]
-    close: str
+    close: str | tuple[str, ...]
     ends: tuple[str, ...]
     #: Header text -> the route of the body (reads the literal text, delimiters included).
     route: Callable[[str], Route]
     marks: tuple[str, ...] = ()
+    #: The prompt opens the first header (Inkling's ends with `<|message_model|>`):
+    #: the output begins inside it.
+    initial: bool = False
+    #: What the text of a header that never closes is (a message that ends inside it,
+    #: a new header, the output's end): "markup" (harmony's roles and channels, all
+    #: structure) or "content" (text the model wrote before any block kind; the opener
+    #: stays markup).
+    unclosed: Literal["markup", "content"] = "markup"
+
+    @property
+    def closes(self) -> tuple[str, ...]:
+        """Every delimiter that closes a header."""
+        return (self.close,) if isinstance(self.close, str) else self.close
 
 
 @dataclass(frozen=True)
@@ -213,7 +230,8 @@ class Format:
                 out += [d for d in pair if d]
         out += self.marks
         if self.header is not None:
-            out += [*self.header.opens, self.header.close, *self.header.ends, *self.header.marks]
+            header = self.header
+            out += [*header.opens, *header.closes, *header.ends, *header.marks]
         if self.anchor is not None:
             out += self.anchor.after
         return tuple(dict.fromkeys(out))
@@ -226,8 +244,8 @@ class Format:
     @property
     def entries(self) -> tuple[str, ...]:
         """The delimiters that open call structure from content (gating rests on them)."""
-        if self.header is not None:
-            return self.header.opens
+        if self.header is not None:  # and the call's opener where one stands alone
+            return self.header.opens + ((self.call[0],) if self.call[0] else ())
         if self.section is None:
             return (self.call[0],)
         return (self.section[0], self.call[0]) if self.loose_calls else (self.section[0],)

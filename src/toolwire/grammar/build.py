@@ -204,6 +204,8 @@ class _Builder:
         # What a parser acts on inside a call body: another call, the end of this one.
         inside = [fmt.call[0], fmt.call[1], fmt.section[1] if fmt.section else None]
         inside.append(shape.list_end)
+        if fmt.header is not None:  # a new message ends a body, as its end does
+            inside += [*fmt.header.opens, *fmt.header.ends]
         self.in_strings = [d for d in inside if d] if exclude else []
 
     # -- free text -----------------------------------------------------------------
@@ -211,9 +213,20 @@ class _Builder:
     def free(self, allowed: Sequence[str] = ()) -> Element:
         """Free text that holds no delimiter but `allowed` (a trigger or an end)."""
         if self.lex.token_level:
-            ids = [i for i in self.all_ids if i not in self.lex.ids(allowed)]
-            return {"type": "any_tokens", "exclude_tokens": ids}
-        return {"type": "any_text", "excludes": [d for d in self.all_texts if d not in allowed]}
+            return {"type": "any_tokens", "exclude_tokens": self.excluded_ids(allowed)}
+        return {"type": "any_text", "excludes": self.excluded(allowed)}
+
+    def excluded(self, allowed: Sequence[str] = ()) -> list[str]:
+        """The delimiters free text may not hold: all but `allowed` and a header's
+        opener (Inkling's `<|message_model|>`: a new message, which the model writes
+        between blocks; what follows it still obeys the grammar)."""
+        header = self.fmt.header.opens if self.fmt.header is not None else ()
+        return [d for d in self.all_texts if d not in allowed and d not in header]
+
+    def excluded_ids(self, allowed: Sequence[str] = ()) -> list[int]:
+        """`excluded`, as the ids of the delimiters' tokens."""
+        kept = set(self.lex.ids([d for d in self.all_texts if d not in self.excluded(allowed)]))
+        return [i for i in self.all_ids if i not in kept]
 
     # -- calls ---------------------------------------------------------------------
 
@@ -348,14 +361,14 @@ class _Builder:
                 "type": "token_triggered_tags",
                 "trigger_tokens": [begin["token"]],
                 "tags": [group],
-                "exclude_tokens": [i for i in self.all_ids if i != begin["token"]],
+                "exclude_tokens": [i for i in self.excluded_ids() if i != begin["token"]],
                 "stop_after_first": not self.parallel,
             }
         return {
             "type": "triggered_tags",
             "triggers": [begin],
             "tags": [group],
-            "excludes": [d for d in self.all_texts if d not in entry],
+            "excludes": [d for d in self.excluded() if d not in entry],
             "stop_after_first": not self.parallel,
         }
 
