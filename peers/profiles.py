@@ -347,6 +347,38 @@ PROFILES: dict[str, Profile] = {
     "jamba": Profile(
         "derived:jamba", None, None, ("<|end|>",), _v("jamba", skip=False, cite=_V_JAMBA),
     ),
+    # GigaChat 3 / 3.1: </s> ends the turn; vLLM's and SGLang's `gigachat3` parsers
+    # read both versions' calls (vLLM keeps special tokens when tools are given).
+    "gigachat3": Profile(
+        "derived:gigachat3", None, None, ("</s>",), _v("gigachat3", skip=False),
+        _s("gigachat3"),
+    ),
+    "gigachat31": Profile(
+        "derived:gigachat3", None, None, ("</s>",), _v("gigachat3", skip=False),
+        _s("gigachat3"),
+    ),
+    # GigaChat 3.5: SGLang's `gigachat35` detector; vLLM 0.33 has no parser for it.
+    "gigachat35": Profile("derived:gigachat35", None, None, ("</s>",), None, _s("gigachat35")),
+    # InternLM 2 / Intern-S1: <|im_end|> ends the turn; vLLM's `internlm` parser (it
+    # keeps special tokens when tools are given) and SGLang's `interns1` detector, without
+    # a reasoning parser (InternLM 2 writes none; SGLang's `interns1` one starts inside).
+    "internlm": Profile(
+        "derived:internlm", None, None, ("<|im_end|>",), _v("internlm", skip=False),
+        _s("interns1"),
+    ),
+    # Step3: <|EOT|> ends the turn (not checked: no Step3 generation config offline);
+    # vLLM's `step3` tool and reasoning parsers (special tokens kept with tools) and
+    # SGLang's `step3` detector.
+    "step3": Profile(
+        "derived:step3", None, None, ("<|EOT|>",), _v("step3", "step3", skip=False),
+        _s("step3"),
+    ),
+    # LongCat-Flash: </longcat_s> ends the turn (not checked); vLLM's `longcat` parser
+    # (Hermes' with LongCat's tags, its adjust_request too); SGLang has none.
+    "longcat": Profile(
+        "derived:longcat", None, None, ("</longcat_s>",),
+        _v("longcat", skip=False, cite=_V_HERMES),
+    ),
     # Phi-4-mini: text-gated, on Llama 3's vocabulary (no Phi vocabulary offline).
     "phi4_mini": Profile(
         "llama3", None, None, _LLAMA3, _v("phi4_mini_json"),

@@ -209,6 +209,54 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<|end|>",
         "",
     ),
+    # GigaChat 3 / 3.1: the role and message separators, the 3.1 call token and the
+    # SentencePiece ends (no GigaChat vocabulary or template is available offline, so
+    # which of these the real vocabulary holds as special tokens is not checked).
+    "gigachat3": (
+        ["</s>", "<|message_sep|>", "<|role_sep|>", "<|function_call|>"],
+        "</s>",
+        "",
+    ),
+    # GigaChat 3.5: GigaChat 3's tokens and `｜GCML｜` taken as one token, as `｜DSML｜`
+    # is DeepSeek's (not checked: no GigaChat 3.5 vocabulary is available offline).
+    "gigachat35": (
+        ["</s>", "<|message_sep|>", "<|role_sep|>", "<|function_call|>", "｜GCML｜"],
+        "</s>",
+        "",
+    ),
+    # InternLM 2: its added tokens in their real order (92538-92543 in its
+    # tokenizer_config.json), and Intern-S1's `<think>` pair (not checked: no InternLM
+    # or Intern-S1 vocabulary is available offline).
+    "internlm": (
+        [
+            "<|plugin|>", "<|interpreter|>", "<|action_end|>", "<|action_start|>",
+            "<|im_end|>", "<|im_start|>", "<think>", "</think>",
+        ],
+        "<|im_end|>",
+        "",
+    ),
+    # Step3: its turn markers, the `<think>` pair and the five tool-call markers the
+    # peers' parsers name (no Step3 vocabulary or template is available offline, so
+    # which of these the real vocabulary holds, and in what order, is not checked).
+    "step3": (
+        [
+            "<|BOT|>", "<|EOT|>", "<think>", "</think>",
+            "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
+            "<｜tool_call_end｜>", "<｜tool_sep｜>",
+        ],
+        "<|EOT|>",
+        "",
+    ),
+    # LongCat-Flash: its sentence markers and tool tags (not checked: no LongCat
+    # vocabulary or template is available offline).
+    "longcat": (
+        [
+            "<longcat_s>", "</longcat_s>", "<longcat_tool_call>", "</longcat_tool_call>",
+            "<longcat_tool_response>", "</longcat_tool_response>",
+        ],
+        "</longcat_s>",
+        "",
+    ),
     # Kimi K3 ships no Jinja template (its tokenizer renders prompts in Python); the
     # turn tokens are the ones SGLang's K3 reasoning detector names.
     "kimi_k3": (

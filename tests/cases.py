@@ -57,6 +57,12 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "functiongemma": lambda: derived_tokenizer("functiongemma"),
     "apertus": lambda: derived_tokenizer("apertus"),
     "jamba": lambda: derived_tokenizer("jamba"),
+    "gigachat3": lambda: derived_tokenizer("gigachat3"),
+    "gigachat31": lambda: derived_tokenizer("gigachat3"),
+    "gigachat35": lambda: derived_tokenizer("gigachat35"),
+    "internlm": lambda: derived_tokenizer("internlm"),
+    "step3": lambda: derived_tokenizer("step3"),
+    "longcat": lambda: derived_tokenizer("longcat"),
     "minimax_m3": lambda: derived_tokenizer("minimax_m3"),
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.

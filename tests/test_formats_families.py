@@ -38,6 +38,22 @@ NATIVE = {
     "llama4": '<|python_start|>[get_weather(city="Paris", days=3)]<|python_end|>',
     "nemotron": '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
     "</TOOLCALL>",
+    "gigachat3": "<|message_sep|>\n\nfunction call<|role_sep|>\n"
+    '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
+    "gigachat31": "<|function_call|>"
+    '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
+    "gigachat35": '<｜GCML｜tool_calls>\n<｜GCML｜invoke name="get_weather">\n'
+    '<｜GCML｜parameter name="city" string="true">Paris</｜GCML｜parameter>\n'
+    '<｜GCML｜parameter name="days" string="false">3</｜GCML｜parameter>\n'
+    "</｜GCML｜invoke>\n</｜GCML｜tool_calls>",
+    "internlm": "<|action_start|><|plugin|>\n"
+    '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}<|action_end|>',
+    "step3": "<｜tool_calls_begin｜>\n<｜tool_call_begin｜>function<｜tool_sep｜>"
+    '<steptml:invoke name="get_weather">\n<steptml:parameter name="city">Paris'
+    '</steptml:parameter>\n<steptml:parameter name="days">3</steptml:parameter>\n'
+    "</steptml:invoke><｜tool_call_end｜>\n<｜tool_calls_end｜>",
+    "longcat": '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Paris", '
+    '"days": 3}}</longcat_tool_call>',
     "command": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
     '"parameters": {"city": "Paris", "days": 3}}\n]<|END_ACTION|>',
     "granite": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
@@ -602,3 +618,178 @@ def test_jamba_a_list_over_several_lines_after_prose() -> None:
         assert calls_of(msg) == [WEATHER, ("get_time", {})]
         assert msg.content == "Checking both."
         assert feed("jamba", ids, range(1, len(ids)), stream_arguments=stream) == whole
+
+
+# -- GigaChat 3 / 3.1 --------------------------------------------------------------------
+
+#: vLLM's parser tests' outputs (tests/tool_parsers/test_gigachat3_tool_parser.py):
+#: text, then GigaChat 3's `function call` message or GigaChat 3.1's token.
+GIGACHAT_TEXT = "I'll check that for you."
+GIGACHAT_ARGS = {"action": "create", "id": "preferences"}
+GIGACHAT_JSON = json.dumps({"name": "manage_user_memory", "arguments": GIGACHAT_ARGS})
+GIGACHAT = {
+    "gigachat3": f"{GIGACHAT_TEXT}<|message_sep|>\n\nfunction call<|role_sep|>\n{GIGACHAT_JSON}",
+    "gigachat31": f"{GIGACHAT_TEXT}<|function_call|>{GIGACHAT_JSON}",
+}
+MEMORY_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "manage_user_memory",
+        "parameters": {"type": "object", "properties": {"action": {"type": "string"}}},
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(GIGACHAT))
+def test_gigachat_text_then_a_call_in_any_chunking(name: str) -> None:
+    ids = cases.tokenizer(name).encode(GIGACHAT[name] + "</s>")
+    tools = [*cases.TOOLS, MEMORY_TOOL]
+    for stream in (False, True):
+        whole = feed(name, ids, tools=tools, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert msg.content == GIGACHAT_TEXT
+        assert calls_of(msg) == [("manage_user_memory", GIGACHAT_ARGS)]
+        assert feed(name, ids, range(1, len(ids)), tools=tools, stream_arguments=stream) == whole
+
+
+def test_gigachat3_a_message_of_another_role_is_content() -> None:
+    """After the separator only a `function call` header opens a call; any other text
+    (a role the model should not write, the header misspelled) is released as it is,
+    in any chunking."""
+    tok = cases.tokenizer("gigachat3")
+    for header in ("assistant", "function calls", "functioncall"):
+        text = f"Done.<|message_sep|>\n\n{header}<|role_sep|>\n{NATIVE['gigachat31'][17:]}"
+        ids = tok.encode(text)
+        whole = feed("gigachat3", ids)
+        msg = Message.from_events(whole)
+        assert msg.tool_calls == []
+        assert squash(msg.content) == squash(tok.decode(ids))
+        assert feed("gigachat3", ids, range(1, len(ids))) == whole
+
+
+def test_gigachat3_the_role_header_without_its_separator_token_is_content() -> None:
+    """`function call<|role_sep|>` spelled from sub-words (quoted in prose) is text."""
+    tok = cases.tokenizer("gigachat3")
+    text = f"Write function call<|role_sep|>\n{NATIVE['gigachat31'][17:]} to call it."
+    ids = tok.encode("Write ") + tok.encode(text[6:], delimiters=False)
+    msg = message("gigachat3", ids)
+    assert msg.tool_calls == []
+    assert msg.content == text
+
+
+# -- InternLM 2 / Intern-S1 ----------------------------------------------------------------
+
+
+def test_internlm_the_space_a_decoding_puts_between_its_tokens_is_read() -> None:
+    """SGLang's detector example: `<|action_start|> <|plugin|>` (the space written by
+    a decoding that spaces special tokens), `parameters` for the arguments."""
+    tok = cases.tokenizer("internlm")
+    text = (
+        "What's the weather like?<|action_start|> <|plugin|>\n"
+        '{"name": "get_weather", "parameters": {"city": "Tokyo"}}<|action_end|>'
+    )
+    ids = tok.encode(text)
+    for stream in (False, True):
+        whole = feed("internlm", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert msg.content == "What's the weather like?"
+        assert calls_of(msg) == [("get_weather", {"city": "Tokyo"})]
+        assert feed("internlm", ids, range(1, len(ids)), stream_arguments=stream) == whole
+
+
+def test_internlm_an_interpreter_action_is_content_as_written() -> None:
+    tok = cases.tokenizer("internlm")
+    text = "Run it.<|action_start|><|interpreter|>\nprint(1)<|action_end|>"
+    ids = tok.encode(text)
+    whole = feed("internlm", ids)
+    msg = Message.from_events(whole)
+    assert msg.tool_calls == []
+    assert msg.content == text
+    assert feed("internlm", ids, range(1, len(ids))) == whole
+
+
+def test_intern_s1_reasons_then_calls() -> None:
+    tok = cases.tokenizer("internlm")
+    text = "<think>The user wants the weather.</think>\n\n" + NATIVE["internlm"]
+    msg = message("internlm", tok.encode(text))
+    assert msg.reasoning == "The user wants the weather."
+    assert msg.content is None
+    assert calls_of(msg) == [WEATHER]
+
+
+# -- Step3 -------------------------------------------------------------------------------
+
+
+def test_step3_a_call_of_another_type_is_content() -> None:
+    """vLLM's parser takes only the `function` type before the separator."""
+    tok = cases.tokenizer("step3")
+    text = NATIVE["step3"].replace("function<｜tool_sep｜>", "plugin<｜tool_sep｜>")
+    ids = tok.encode(text)
+    whole = feed("step3", ids)
+    msg = Message.from_events(whole)
+    assert msg.tool_calls == []
+    assert squash(msg.content) == squash(text)
+    assert feed("step3", ids, range(1, len(ids))) == whole
+
+
+def test_step3_output_after_its_prompt_opened_reasoning() -> None:
+    """The generation prompt opens `<think>`: the output begins inside reasoning."""
+    tok = cases.tokenizer("step3")
+    text = "The user wants the weather.</think>\n\nChecking." + NATIVE["step3"]
+    for stream in (False, True):
+        msg = message("step3", tok.encode(text), in_reasoning=True, stream_arguments=stream)
+        assert msg.reasoning == "The user wants the weather."
+        assert msg.content == "Checking."
+        assert calls_of(msg) == [WEATHER]
+
+
+# -- LongCat -----------------------------------------------------------------------------
+
+
+def test_longcat_the_parser_tests_outputs() -> None:
+    """vLLM's parser tests: text around a call, and two calls one per line."""
+    tok = cases.tokenizer("longcat")
+    around = (
+        "Let me check the weather for you.\n"
+        '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}'
+        "</longcat_tool_call>\nHere is the result."
+    )
+    ids = tok.encode(around)
+    for stream in (False, True):
+        whole = feed("longcat", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [("get_weather", {"city": "Tokyo"})]
+        assert squash(msg.content) == squash("Let me check the weather for you.Here is the result.")
+        assert feed("longcat", ids, range(1, len(ids)), stream_arguments=stream) == whole
+    parallel = (
+        '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}'
+        '</longcat_tool_call>\n<longcat_tool_call>{"name": "get_time", '
+        '"arguments": {"timezone": "Asia/Tokyo"}}</longcat_tool_call>'
+    )
+    msg = message("longcat", tok.encode(parallel))
+    assert [c.name for c in msg.tool_calls] == ["get_weather", "get_time"]
+    assert msg.content is None
+
+
+# -- GigaChat 3.5 ------------------------------------------------------------------------
+
+
+def test_gigachat35_an_invoke_outside_its_wrapper_is_content() -> None:
+    """SGLang's detector reads invokes only inside `<｜GCML｜tool_calls>`."""
+    tok = cases.tokenizer("gigachat35")
+    invoke = NATIVE["gigachat35"].split("\n", 1)[1].rsplit("\n", 1)[0]
+    text = f"Sure.\n{invoke}"
+    for stream in (False, True):
+        msg = message("gigachat35", tok.encode(text), stream_arguments=stream)
+        assert msg.tool_calls == []
+        assert msg.content == text
+
+
+def test_gigachat35_text_before_the_calls_is_content() -> None:
+    tok = cases.tokenizer("gigachat35")
+    ids = tok.encode("Checking the weather.\n" + NATIVE["gigachat35"])
+    whole = feed("gigachat35", ids)
+    msg = Message.from_events(whole)
+    assert msg.content == "Checking the weather."
+    assert calls_of(msg) == [WEATHER]
+    assert feed("gigachat35", ids, range(1, len(ids))) == whole

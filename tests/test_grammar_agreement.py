@@ -222,6 +222,12 @@ def check_walks(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
     enders += [")"] if _pythonic_list(fmt) else []
     finish += tuple(i for text in enders if text for i in tok.encode(text, delimiters=False))
     sequences = tuple(tuple(tok.encode(m, delimiters=False)) for m in spec.marks)
+    # A value close that is text at either level (Step3's `</steptml:parameter>`): a run
+    # worth completing at token level too (random ids would seldom spell it).
+    params = _shape(fmt).params
+    closes: tuple[tuple[int, ...], ...] = ()
+    if params is not None and not set(tok.encode(params.close)) & tok.added_ids:
+        closes = (tuple(tok.encode(params.close, delimiters=False)),)
     done, called, disagreements = 0, 0, []
     for n, (case_id, tools, _) in enumerate(sets):
         # Line-anchored calls open only at a line start: every other set is walked
@@ -234,7 +240,7 @@ def check_walks(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
         # Token level: call openers are ids worth drawing often; text level: the
         # spelled marks that close values are runs worth completing.
         # Line-anchored formats: the list's first character opens the calls.
-        level = (prefer, ()) if result.token_level else ((), sequences)
+        level = (prefer, closes) if result.token_level else ((), sequences)
         # Text level: the entry delimiter, spelled, is begun now and then (random
         # tokens alone almost never write it). Not for Gemma 4 (see _UNREACHED).
         # Token level with text before the token (DSML's `<`): the text and the id.

@@ -94,6 +94,7 @@ PEER_NAMES = {
     "llama3": "llama3_json",
     "qwen": "hermes",
     "apertus2509": "apertus",
+    "interns1": "internlm",
 }
 
 

@@ -50,8 +50,12 @@ class Message:
         calls: dict[int, tuple[str, str, list[str]]] = {}
         invalid: set[int] = set()
         order: list[int] = []
-        for event in events:
-            if isinstance(event, Content):
+        for event in events:  # (the commonest kinds first: streamed arguments, content)
+            if isinstance(event, ToolCallArguments):
+                if event.index not in calls:
+                    raise UsageError(f"arguments for tool call {event.index} before it began")
+                calls[event.index][2].append(event.text)
+            elif isinstance(event, Content):
                 content.append(event.text)
             elif isinstance(event, Reasoning):
                 reasoning.append(event.text)
@@ -60,10 +64,6 @@ class Message:
                     raise UsageError(f"tool call {event.index} begins twice")
                 calls[event.index] = (event.id, event.name, [])
                 order.append(event.index)
-            elif isinstance(event, ToolCallArguments):
-                if event.index not in calls:
-                    raise UsageError(f"arguments for tool call {event.index} before it began")
-                calls[event.index][2].append(event.text)
             elif isinstance(event, ToolCallEnd):
                 if event.index not in calls:
                     raise UsageError(f"tool call {event.index} ends before it began")

@@ -118,6 +118,7 @@ from toolwire.lexicon import (
     tables,
 )
 from toolwire.message import Message
+from toolwire.syntax.protocol import PlainStep
 from toolwire.tokenizer import Tokenizer
 from toolwire.tools import Tools
 
@@ -248,6 +249,7 @@ class _Call:
         "collect",
         "held",
         "index",
+        "plain",
         "provisional",
         "raw",
         "resume",
@@ -283,6 +285,8 @@ class _Call:
         self.collect = self.raw.append
         self.begun = False  # ToolCallBegin emitted (streaming only)
         self.index = -1
+        #: Streaming: the syntax's short step for text inside a value, if it has one.
+        self.plain = syntax.plain if not held and isinstance(syntax, PlainStep) else None
 
     def take(self, text: str) -> int:
         """Body text fed to the syntax now (not held: held text goes to `collect`).
@@ -570,9 +574,19 @@ class Parser:
                     out: list[Event] = []
                     if self._state in self._fast:  # the scan's step when nothing is found
                         call = self._call
-                        if call is not None and call.held:
-                            call.collect(text)  # a held body's sink (`_route`'s own)
-                            return out
+                        if call is not None:
+                            if call.held:
+                                call.collect(text)  # a held body's sink (`_route`'s own)
+                                return out
+                            # A streamed value's common step: `_body`'s, in one call.
+                            step = call.plain
+                            if call.begun and step is not None:
+                                fragment = step(text)
+                                if fragment is not None:
+                                    call.raw.append(text)
+                                    if fragment:
+                                        out.append(_fragment(call.index, fragment))
+                                    return out
                         size = len(text)
                         stop = self._route(text, 0, size, out, True)
                         if stop < size:  # a self-ending body ended: scan the rest

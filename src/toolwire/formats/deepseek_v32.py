@@ -47,9 +47,12 @@ TAGS = Tags(
 )
 
 
-def render_dsml(calls: Sequence[RenderedCall], wrapper: str, *, space: str = "") -> str:
-    """DSML calls in `wrapper`; `space` follows `｜DSML｜` in every tag (V4.1's)."""
-    tag = DSML + space
+def render_dsml(
+    calls: Sequence[RenderedCall], wrapper: str, *, space: str = "", word: str = DSML
+) -> str:
+    """DSML calls in `wrapper`; `space` follows `｜DSML｜` (or `word`, GigaChat 3.5's
+    `｜GCML｜`) in every tag (V4.1's)."""
+    tag = word + space
     out = f"<{tag}{wrapper}>\n"
     for name, args in calls:
         out += f'<{tag}invoke name="{name}">\n'

@@ -35,6 +35,10 @@ class EscapedArguments(JsonEnvelope):
         if self._quoted:
             self._out.clear()  # released decoded, at close
 
+    def plain(self, text: str) -> str | None:
+        """`JsonEnvelope.plain`, except inside an arguments string (held whole)."""
+        return None if self._quoted else super().plain(text)
+
     def close(self) -> None:
         if self._quoted and self._args is not None:
             try:

@@ -38,6 +38,9 @@ class _Phase(Enum):
     END = 5
 
 
+_VALUE = _Phase.VALUE
+
+
 class JsonEnvelope(ArgumentsDrain):
     """Parses `{"name": ..., "arguments": {...}}` incrementally."""
 
@@ -82,6 +85,24 @@ class JsonEnvelope(ArgumentsDrain):
         pos = self._advance(buf)
         self._buf = "" if self.done else buf[pos:]  # a self-ending body left the rest
         return scanned + max(0, pos - held) if self.done else size
+
+    def plain(self, text: str) -> str | None:
+        """`PlainStep`: more of a string inside the value, with no quote or backslash
+        to end it; None for anything else."""
+        if (
+            self._phase is not _VALUE
+            or not self._value.in_string
+            or '"' in text
+            or "\\" in text
+            or self._buf
+            or self._out
+            or self._error
+            or not self._tried
+        ):
+            return None
+        self._raw.append(text)  # `_take`'s step inside a value (a subclass that holds
+        # what it takes says so in its own `plain`: EscapedArguments)
+        return text if self._key in self.argument_keys and self._args is None else ""
 
     def _advance(self, buf: str) -> int:
         pos, size = 0, len(buf)

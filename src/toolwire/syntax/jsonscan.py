@@ -31,6 +31,12 @@ class JsonValue:
         self.started = False
         self.done = False
 
+    @property
+    def in_string(self) -> bool:
+        """Inside a string, past any escape: text without a quote or a backslash
+        cannot end the value here."""
+        return self._in_string and not self._escape
+
     def feed(self, text: str) -> int:
         """Consume text; return the index just past the value's end, or len(text)."""
         pos, size = 0, len(text)

@@ -9,6 +9,8 @@ nothing in `toolwire.formats`::
     CallSyntax.feed(text) -> consumed   .name  .call_id  .done
     CallSyntax.arguments() -> new argument text   (append-only)
     CallSyntax.close()   -> None, or raise Reject (the parser releases the body)
+    PlainStep.plain(text) -> feed + arguments in one step, for text inside a value
+                             that it cannot end (optional; None: not such text)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from toolwire.tools import Tools
 
-__all__ = ["CallContext", "CallSyntax", "Chained", "Reject"]
+__all__ = ["CallContext", "CallSyntax", "Chained", "PlainStep", "Reject"]
 
 
 class Reject(Exception):
@@ -70,3 +72,15 @@ class Chained(Protocol):
     #: Once `done`: True when the body consumed a separator, so another body follows
     #: at once (it is opened without any delimiter, like the first).
     follows: bool
+
+
+@runtime_checkable
+class PlainStep(Protocol):
+    """A syntax with a short step for the commonest streamed text: more of a value
+    that this text cannot end (a long string argument), optional."""
+
+    def plain(self, text: str) -> str | None:
+        """Exactly `feed(text)` then `arguments()`, for body text that holds no
+        delimiter, when this text can only continue the current value; None (nothing
+        consumed) otherwise."""
+        ...

@@ -119,6 +119,26 @@ class TaggedParams(ArgumentsDrain):
             return len(text) - rest
         return len(text)
 
+    def plain(self, text: str) -> str | None:
+        """`PlainStep`: more of a string value already begun, holding nothing that
+        could begin its closing tag (or a newline the value may end with); None for
+        anything else."""
+        tags = self._tags
+        if (
+            self._phase is not _Phase.VALUE
+            or self._buf
+            or self._out
+            or self._error
+            or self.done
+            or not self._started
+            or self._kind != "string"
+            or self._nullable
+            or tags.value[1][0] in text
+            or (tags.trim_newline and "\n" in text)
+        ):
+            return None
+        return quote_fragment(text)
+
     def close(self) -> None:
         if self._error:
             raise Reject(self._error)
