@@ -177,6 +177,13 @@ _V_GRANITE4 = Cite("vllm/tool_parsers/granite4_tool_parser.py", 71,
                    "request.skip_special_tokens = False", "granite4 adjust_request")  # fmt: skip
 _V_LFM2 = Cite("vllm/tool_parsers/lfm2_tool_parser.py", 91,
                "request.skip_special_tokens = False", "lfm2 adjust_request")  # fmt: skip
+_V_FUNCTIONGEMMA = Cite("vllm/tool_parsers/functiongemma_tool_parser.py", 82,
+                        "request.skip_special_tokens = False",
+                        "functiongemma adjust_request")  # fmt: skip
+_V_APERTUS = Cite("vllm/tool_parsers/apertus_tool_parser.py", 131,
+                  "request.skip_special_tokens = False", "apertus adjust_request")  # fmt: skip
+_V_JAMBA = Cite("vllm/tool_parsers/jamba_tool_parser.py", 80,
+                "request.skip_special_tokens = False", "jamba adjust_request")  # fmt: skip
 _V_K3 = Cite(
     "vllm/tool_parsers/kimi_k3_tool_parser.py",
     202,
@@ -327,6 +334,23 @@ PROFILES: dict[str, Profile] = {
     ),
     # Nemotron Nano v2: no vLLM or SGLang parser in the pinned builds.
     "nemotron": Profile("derived:nemotron", None, None, ("<|end|>",)),
+    # FunctionGemma: <end_of_turn>, and <start_function_response>, which its template
+    # writes after the calls (its documentation: an additional stop sequence). vLLM's
+    # parser keeps special tokens (adjust_request); SGLang has no FunctionGemma parser.
+    "functiongemma": Profile(
+        "derived:functiongemma", None, None, ("<end_of_turn>", "<start_function_response>"),
+        _v("functiongemma", skip=False, cite=_V_FUNCTIONGEMMA),
+    ),
+    # Apertus: <|assistant_end|> (a stand-in: no Apertus generation config offline).
+    "apertus": Profile(
+        "derived:apertus", None, None, ("<|assistant_end|>",),
+        _v("apertus", skip=False, cite=_V_APERTUS), _s("apertus2509", "apertus2509"),
+    ),
+    # Jamba: <|end|> (a stand-in: no Jamba generation config offline). SGLang has no
+    # Jamba detector.
+    "jamba": Profile(
+        "derived:jamba", None, None, ("<|end|>",), _v("jamba", skip=False, cite=_V_JAMBA),
+    ),
     # GigaChat 3 / 3.1: </s> ends the turn; vLLM's and SGLang's `gigachat3` parsers
     # read both versions' calls (vLLM keeps special tokens when tools are given).
     "gigachat3": Profile(
@@ -378,6 +402,9 @@ PROFILES: dict[str, Profile] = {
         "derived:minicpm5", None, None, ("<|im_end|>", "<|endoftext|>"), _v("minicpm5"),
         _s("minicpm5"),
     ),
+    # xLAM-2-8b-fc-r: text-gated, on Llama 3's vocabulary (its base model's). SGLang
+    # has no xLAM detector.
+    "xlam": Profile("llama3", None, None, _LLAMA3, _v("xlam")),
     # Hunyuan V3 / V4: A13B's <|eos|> (no Hy3/Hy4 generation config offline).
     "hy_v3": Profile(
         "derived:hy_v3", None, None, ("<|eos|>",), _v("hy_v3", "hy_v3"), _s("hunyuan"),

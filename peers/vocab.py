@@ -74,6 +74,32 @@ DERIVED: dict[str, tuple[list[str], str, str]] = {
         "<turn|>",
         "google-gemma-4-31B-it.jinja",
     ),
+    # FunctionGemma: Gemma 3's turn tokens and the six function tokens plus `<escape>`
+    # its documentation names (special: vLLM keeps special tokens for its parser); no
+    # FunctionGemma vocabulary or template is available offline.
+    "functiongemma": (
+        [
+            "<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
+            "<start_function_declaration>", "<end_function_declaration>",
+            "<start_function_call>", "<end_function_call>",
+            "<start_function_response>", "<end_function_response>", "<escape>",
+        ],
+        "<end_of_turn>",
+        "",
+    ),
+    # Apertus: the reasoning and call tokens its peers' parsers name, with
+    # `<|assistant_end|>` standing for its end-of-turn token (no Apertus vocabulary or
+    # template is available offline, so the rest of its added tokens are not checked).
+    "apertus": (
+        ["<|assistant_end|>", "<|inner_prefix|>", "<|inner_suffix|>", "<|tools_prefix|>",
+         "<|tools_suffix|>"],
+        "<|assistant_end|>",
+        "",
+    ),
+    # Jamba: the call tags as special tokens (vLLM's parser keeps special tokens for
+    # them), with `<|end|>` standing for its end-of-turn token (no Jamba vocabulary or
+    # template is available offline, so the rest of its added tokens are not checked).
+    "jamba": (["<|end|>", "<tool_calls>", "</tool_calls>"], "<|end|>", ""),
     # Granite 4.0: its tokenizer.json's added tokens 100256-100283, in order.
     "granite4": (
         [

@@ -58,6 +58,9 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "nemotron": lambda: derived_tokenizer("nemotron"),
     "ernie45": lambda: derived_tokenizer("ernie45"),
     "olmo3": lambda: derived_tokenizer("olmo3"),
+    "functiongemma": lambda: derived_tokenizer("functiongemma"),
+    "apertus": lambda: derived_tokenizer("apertus"),
+    "jamba": lambda: derived_tokenizer("jamba"),
     "gigachat3": lambda: derived_tokenizer("gigachat3"),
     "gigachat31": lambda: derived_tokenizer("gigachat3"),
     "gigachat35": lambda: derived_tokenizer("gigachat35"),
@@ -74,12 +77,14 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "phi4_mini": lambda: tokenizer_for("llama3"),
     # MiniCPM's `<function name=` tags are text in any vocabulary (none offline).
     "minicpm5": lambda: derived_tokenizer("minicpm5"),
+    # xLAM-2-8b-fc-r is a Llama 3.1 model: its bare JSON lists are text there.
+    "xlam": lambda: tokenizer_for("llama3"),
     "mistral": lambda: mistral_tokenizer("tekken_240718.json.gz"),
 }
 
 #: Formats expected to be text-matched (Parser.gated False) with their test tokenizer
 #: (real or synthetic: no delimiter opens their calls).
-UNGATED: set[str] = {"llama3_json", "pythonic", "phi4_mini", "granite31", "minicpm5"}
+UNGATED: set[str] = {"llama3_json", "pythonic", "phi4_mini", "granite31", "minicpm5", "xlam"}
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -1,5 +1,5 @@
-"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, ERNIE 4.5, OLMo 3,
-Granite 3.1, MiniCPM.
+"""Granite 4, Seed-OSS, LFM2, Llama 4, Nemotron, Command, Granite 3, Hunyuan, FunctionGemma,
+ERNIE 4.5, OLMo 3, Granite 3.1, MiniCPM: per-format tests.
 
 Tokenizers (tests/cases.py): no vocabulary of these families is available offline (no
 package on PyPI ships one: `granite-common` and `granite-io`, IBM's Granite I/O
@@ -62,6 +62,11 @@ NATIVE = {
     "ernie45": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}'
     "\n</tool_call>",
     "olmo3": '<function_calls>get_weather(city="Paris", days=3)</function_calls>',
+    "apertus": '<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 3}}]<|tools_suffix|>',
+    "jamba": '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]'
+    "</tool_calls>",
+    "functiongemma": "<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:3}"
+    "<end_function_call>",
 }
 NAMES = sorted(NATIVE)
 
@@ -205,7 +210,9 @@ def test_granite4_a_string_that_holds_no_object_is_content(arguments: str) -> No
 # -- lists ended by a mark (LFM2, Command) ---------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "olmo3"])
+@pytest.mark.parametrize(
+    "name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus", "jamba", "olmo3"]
+)
 def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -218,7 +225,9 @@ def test_a_list_without_its_end_mark_is_a_call_only_when_it_stopped(name: str) -
     assert squash(cut.content) == squash(tok.decode(ids))
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "olmo3"])
+@pytest.mark.parametrize(
+    "name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus", "jamba", "olmo3"]
+)
 def test_text_after_the_list_is_content(name: str) -> None:
     tok = cases.tokenizer(name)
     mark = formats.get(name).marks[0]
@@ -228,7 +237,9 @@ def test_text_after_the_list_is_content(name: str) -> None:
         assert msg.content == "Done."
 
 
-@pytest.mark.parametrize("name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "olmo3"])
+@pytest.mark.parametrize(
+    "name", ["lfm2", "llama4", "nemotron", "command", "hunyuan", "apertus", "jamba", "olmo3"]
+)
 def test_text_matching_rejects_an_incomplete_end_mark_in_any_chunking(name: str) -> None:
     mark = formats.get(name).marks[0]
     text = NATIVE[name].removesuffix(mark) + mark[:5] + "x and more."
@@ -421,6 +432,195 @@ def test_phi4_mini_calls_follow_functools_at_a_line_start() -> None:
     ):
         msg = message("phi4_mini", tok.encode(prose))
         assert msg.tool_calls == [] and msg.content == prose
+
+
+# -- FunctionGemma -----------------------------------------------------------------------
+
+#: Google's FunctionGemma documentation ("formatting and best practices"), verbatim.
+FUNCTIONGEMMA_DOC = (
+    "<start_function_call>call:get_current_temperature{location:<escape>Paris<escape>,"
+    "unit:<escape>celsius<escape>}<end_function_call>"
+)
+FG_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_current_temperature",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "location": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["location"],
+            },
+        },
+    }
+]
+
+
+def test_functiongemma_documented_sample_and_its_stop_token() -> None:
+    tok = cases.tokenizer("functiongemma")
+    # The template writes <start_function_response> after the calls: a stop token.
+    ids = tok.encode(FUNCTIONGEMMA_DOC + "<start_function_response>")
+    for stream in (False, True):
+        whole = feed("functiongemma", ids, tools=FG_TOOLS, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [
+            ("get_current_temperature", {"location": "Paris", "unit": "celsius"})
+        ]
+        assert msg.content is None
+        chunked = feed(
+            "functiongemma", ids, range(1, len(ids)), tools=FG_TOOLS, stream_arguments=stream
+        )
+        assert chunked == whole
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # Quoted values the schema types as numbers or booleans are those values...
+        (
+            "query:<escape>rain<escape>,limit:<escape>7<escape>,exact:<escape>true<escape>",
+            {"query": "rain", "limit": 7, "exact": True},
+        ),
+        # ... bare ones too; a string parameter stays a string, quoted or bare.
+        (
+            "query:<escape>42<escape>,limit:7,exact:false",
+            {"query": "42", "limit": 7, "exact": False},
+        ),
+        ("query:42,limit:<escape> 7 <escape>", {"query": "42", "limit": 7}),
+        # Text that is not the schema's type stays the model's text.
+        (
+            "query:<escape>a<escape>,limit:<escape>seven<escape>,exact:<escape>1<escape>",
+            {"query": "a", "limit": "seven", "exact": "1"},
+        ),
+        ("query:<escape>a<escape>,limit:<escape>true<escape>", {"query": "a", "limit": "true"}),
+        ("query:<escape>a<escape>,limit:<escape>1e999<escape>", {"query": "a", "limit": "1e999"}),
+        # Strings hold the body's structure characters; nested strings stay strings.
+        (
+            "query:<escape>a{b},c:d<escape>,tags:[<escape>1<escape>,<escape>}<escape>]",
+            {"query": "a{b},c:d", "tags": ["1", "}"]},
+        ),
+    ],
+)
+def test_functiongemma_values_are_typed_by_the_schema(body: str, expected: dict[str, Any]) -> None:
+    tok = cases.tokenizer("functiongemma")
+    ids = tok.encode(f"<start_function_call>call:search{{{body}}}<end_function_call>")
+    for stream in (False, True):
+        for deltas in ([], range(1, len(ids))):
+            msg = message("functiongemma", ids, deltas, stream_arguments=stream)
+            assert calls_of(msg) == [("search", expected)]
+
+
+def test_functiongemma_escape_spelled_from_sub_words_is_value_text() -> None:
+    tok = cases.tokenizer("functiongemma")
+    head = tok.encode("<start_function_call>call:search{query:<escape>")
+    quoted = tok.encode("say <escape> here", delimiters=False)
+    tail = tok.encode("<escape>}<end_function_call>")
+    for stream in (False, True):
+        msg = message("functiongemma", head + quoted + tail, stream_arguments=stream)
+        assert calls_of(msg) == [("search", {"query": "say <escape> here"})]
+
+
+# -- Apertus -----------------------------------------------------------------------------
+
+
+def test_apertus_peer_sample_after_prose() -> None:
+    """vLLM's parser docstring: prose, then one keyed call."""
+    tok = cases.tokenizer("apertus")
+    text = 'I will check. <|tools_prefix|>[{"get_weather": {"city": "Paris"}}]<|tools_suffix|>'
+    ids = tok.encode(text)
+    for stream in (False, True):
+        whole = feed("apertus", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [("get_weather", {"city": "Paris"})]
+        assert msg.content == "I will check."
+        assert feed("apertus", ids, range(1, len(ids)), stream_arguments=stream) == whole
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        '{"get_weather": {"city": "Paris"}, "search": {"query": "x"}}',  # two keys
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',  # not keyed
+        '{"get_weather": "city=Paris"}',  # arguments not an object
+        "{}",
+    ],
+)
+def test_apertus_an_item_that_is_not_one_keyed_call_is_content(item: str) -> None:
+    tok = cases.tokenizer("apertus")
+    text = f"<|tools_prefix|>[{item}]<|tools_suffix|>"
+    msg = message("apertus", tok.encode(text))
+    assert msg.tool_calls == []
+    assert msg.content == text
+    # Streamed, a call whose name was already sent ends invalid; none is valid.
+    streamed = message("apertus", tok.encode(text), stream_arguments=True)
+    assert not [c for c in streamed.tool_calls if c.valid]
+
+
+def test_apertus_a_call_inside_reasoning_ends_it() -> None:
+    """SGLang's apertus2509 reasoning detector reads a call list inside the block."""
+    tok = cases.tokenizer("apertus")
+    text = (
+        "<|inner_prefix|>Look it up. "
+        '<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 3}}]<|tools_suffix|>'
+    )
+    ids = tok.encode(text)
+    for stream in (False, True):
+        msg = message("apertus", ids, stream_arguments=stream)
+        assert msg.reasoning == "Look it up."
+        assert calls_of(msg) == [WEATHER]
+
+
+# -- xLAM --------------------------------------------------------------------------------
+
+
+def test_xlam_lists_at_a_line_start_are_calls_and_others_content() -> None:
+    tok = cases.tokenizer("xlam")
+    two = [WEATHER, ("get_weather", {"city": "Rome"})]
+    native = formats.get("xlam").render(two)
+    assert native == (
+        '[{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}, '
+        '{"name": "get_weather", "arguments": {"city": "Rome"}}]'
+    )
+    assert not Parser("xlam", tok).gated
+    for text in (native, "Sure.\n" + native, native.replace(", {", ",\n  {")):
+        ids = tok.encode(text)
+        for stream in (False, True):
+            whole = feed("xlam", ids, stream_arguments=stream)
+            msg = Message.from_events(whole)
+            assert calls_of(msg) == two
+            assert (msg.content or "") == text[: text.index("[")].strip()
+            assert feed("xlam", ids, range(1, len(ids)), stream_arguments=stream) == whole
+    for prose in (
+        "Sure. " + native,  # mid-line: an echo, not a call
+        "[1, 2, 3] are the numbers.",
+        '[{"name": "nope", "arguments": {}}]',  # an undeclared tool
+        '[{"city": "Paris"}]',  # not a call object
+        '[{"name": "get_weather", "arguments": {"city": "Pa',  # cut
+    ):
+        msg = message("xlam", tok.encode(prose))
+        assert msg.tool_calls == [] and msg.content == prose
+
+
+# -- Jamba -------------------------------------------------------------------------------
+
+
+def test_jamba_a_list_over_several_lines_after_prose() -> None:
+    tok = cases.tokenizer("jamba")
+    text = (
+        "Checking both.<tool_calls>[\n"
+        '    {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}},\n'
+        '    {"name": "get_time", "arguments": {}}\n]</tool_calls>'
+    )
+    ids = tok.encode(text)
+    for stream in (False, True):
+        whole = feed("jamba", ids, stream_arguments=stream)
+        msg = Message.from_events(whole)
+        assert calls_of(msg) == [WEATHER, ("get_time", {})]
+        assert msg.content == "Checking both."
+        assert feed("jamba", ids, range(1, len(ids)), stream_arguments=stream) == whole
 
 
 # -- GigaChat 3 / 3.1 --------------------------------------------------------------------

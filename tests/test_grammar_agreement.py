@@ -180,7 +180,16 @@ def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: 
         alternatives = "|".join(re.escape(n) for n in names)
         return len(re.findall(rf"(?:{begins})(?:{alternatives})\(", tok.decode(ids)))
     if shape.items is not None:  # a list of JSON calls: count the items' heads
-        return tok.decode(ids).count(shape.head.split("{name}")[0].split("{index}")[0])
+        # The head up to the end of the tool's name (Apertus's `{"NAME": ` begins as
+        # every argument object does, so the name must be part of what is counted).
+        head = shape.head.split("{index}")[0]
+        before, named, after = head.partition("{name}")
+        if not named:
+            return tok.decode(ids).count(before)
+        spelled = [json.dumps(n)[1:-1] if shape.name == "json" else n for n in names]
+        alternatives = "|".join(re.escape(n) for n in spelled)
+        pattern = re.escape(before) + f"(?:{alternatives})" + re.escape(after.split("{")[0])
+        return len(re.findall(pattern, tok.decode(ids)))
     opener = formats.get(fmt).call[0]
     first, *rest = tok.encode(opener)
     if token_level and first in tok.added_ids:

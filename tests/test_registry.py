@@ -93,6 +93,7 @@ PEER_NAMES = {
     "minimax-m2": "minimax_m2",
     "llama3": "llama3_json",
     "qwen": "hermes",
+    "apertus2509": "apertus",
     "interns1": "internlm",
 }
 

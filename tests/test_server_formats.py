@@ -71,6 +71,10 @@ NO_TEMPLATE = {
             "olmo3",
             "granite31",
             "minicpm5",
+            "functiongemma",
+            "apertus",
+            "xlam",
+            "jamba",
         )
     },
     "kimi_k3": "no Jinja template exists: its tokenizer renders prompts in Python",

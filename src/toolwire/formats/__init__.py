@@ -166,6 +166,7 @@ def _load() -> None:
 
 def _import_builtins() -> None:
     from toolwire.formats import (  # noqa: F401
+        apertus,
         command,
         deepseek_v3,
         deepseek_v4,
@@ -173,6 +174,7 @@ def _import_builtins() -> None:
         deepseek_v32,
         deepseek_v41,
         ernie45,
+        functiongemma,
         gemma4,
         gigachat3,
         gigachat31,
@@ -189,6 +191,7 @@ def _import_builtins() -> None:
         hy_v4,
         inkling,
         internlm,
+        jamba,
         kimi_k2,
         kimi_k3,
         lfm2,
@@ -207,4 +210,5 @@ def _import_builtins() -> None:
         qwen3_coder,
         seed_oss,
         step3,
+        xlam,
     )

@@ -87,6 +87,9 @@ class Shape:
     content: tuple[str, str] | None = None
     #: The token written before every tag of the arguments (style "elements").
     namespace: str = ""
+    #: Style "gemma": the delimiter around every string value (Gemma 4's `<|"|>`,
+    #: FunctionGemma's `<escape>`), one of the format's marks.
+    quote: str = '<|"|>'
 
 
 @dataclass(frozen=True)

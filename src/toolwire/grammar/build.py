@@ -37,8 +37,8 @@ from toolwire.tools import schema_type
 
 __all__ = ["Delimiters", "build_format"]
 
-#: Gemma 4's string quote, a token written element by element (`gemma_values`).
-QUOTE = '<|"|>'
+#: The string quote XGrammar's `gemma` json_schema style writes (Gemma 4's).
+XGRAMMAR_GEMMA_QUOTE = '<|"|>'
 
 Element = dict[str, Any]
 Piece = str | int  # text, or a token id
@@ -236,8 +236,12 @@ class _Builder:
         if self.shape.style == "elements":
             return ElementValues(self.namespace(), self.text()).members(spec.schema, 0, "\n")
         if self.shape.style == "gemma" and self.lex.token_level:
-            (quote,) = self.lex.ids([QUOTE])
+            # The quote is a token: written by id, element by element.
+            (quote,) = self.lex.ids([self.shape.quote])
             return GemmaValues(quote, self.free()).object(spec.schema)
+        if self.shape.style == "gemma" and self.shape.quote != XGRAMMAR_GEMMA_QUOTE:
+            # Text level with a quote XGrammar's style does not write: element by element.
+            return GemmaValues(self.shape.quote, self.free()).object(spec.schema)
         return {
             "type": "json_schema",
             "json_schema": dict(spec.schema),

@@ -1,7 +1,8 @@
-"""Gemma 4 arguments element by element, so `<|"|>` is written as its token id.
+"""Gemma arguments element by element, so the string quote is written as its token id.
 
-XGrammar's `gemma` json_schema style writes the string quote `<|"|>` as text; a
-token-level tag must write the id the parser (gated by it) reads. Data flow: a
+XGrammar's `gemma` json_schema style writes Gemma 4's string quote `<|"|>` as text; a
+token-level tag must write the id the parser (gated by it) reads, and a format with
+another quote (FunctionGemma's `<escape>`) needs it written at either level. Data flow: a
 schema (properties already sorted, as the template writes keys) -> elements:
 
     string     QUOTE TEXT QUOTE      (QUOTE the token; TEXT holds no delimiter id)
@@ -39,15 +40,20 @@ def _text(value: str) -> Element:
 
 
 class GemmaValues:
-    """Elements for Gemma values; `quote` is the `<|"|>` id, `free` free text."""
+    """Elements for Gemma values; `quote` is the string quote's id (`<|"|>`,
+    `<escape>`), or its text for a text-level tag; `free` free text."""
 
-    def __init__(self, quote: int, free: Element) -> None:
-        self.quote: Element = {"type": "token", "token": quote}
+    def __init__(self, quote: int | str, free: Element) -> None:
+        self.quote: Element = (
+            {"type": "token", "token": quote} if isinstance(quote, int) else _text(quote)
+        )
+        # A string's text ends at the quote: its id, or its text.
+        self.end: Element | str = self.quote if isinstance(quote, int) else quote
         self.free = free
 
     def string(self) -> Element:
         return _seq(
-            [self.quote, {"type": "tag", "begin": "", "content": self.free, "end": self.quote}]
+            [self.quote, {"type": "tag", "begin": "", "content": self.free, "end": self.end}]
         )
 
     def literal(self, value: Any) -> Element:

@@ -9,11 +9,17 @@ stream escaped fragment by fragment, keys and bare scalars are emitted once thei
 terminator is seen. A bare scalar becomes a JSON number, boolean or null when it is
 one, else a string; a top-level parameter the schema types as a string stays a
 string (`zip:01234` -> "01234").
+
+With `typed_strings` (FunctionGemma, whose parsers read every value from between its
+quotes), a quoted top-level value the schema types as an integer, number or boolean
+is held to its closing quote and becomes that JSON value when its
+text is one (`days:<escape>3<escape>` -> 3); any other text stays a string.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from enum import Enum
 
@@ -28,6 +34,12 @@ __all__ = ["GemmaCall"]
 _KEY_END = re.compile(r":")
 _SCALAR_END = re.compile(r"[,}\]]")
 _PYTHON = {"True": "true", "False": "false", "None": "null"}
+#: Schema types a quoted value may be read as (`typed_strings`), and the values of each.
+_TYPED: dict[str, tuple[type, ...]] = {
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
 
 
 class _Mode(Enum):
@@ -45,7 +57,7 @@ class _Mode(Enum):
 class GemmaCall(ArgumentsDrain):
     """Parses one Gemma 4 call body into a name and JSON arguments."""
 
-    def __init__(self, context: CallContext, quote: str) -> None:
+    def __init__(self, context: CallContext, quote: str, *, typed_strings: bool = False) -> None:
         super().__init__()
         self.name: str | None = None
         self.call_id: str | None = None
@@ -62,6 +74,9 @@ class GemmaCall(ArgumentsDrain):
         self._stack: list[str] = []  # open containers, "{" or "["
         self._fresh = False  # a container just opened: it may close at once
         self._error = ""
+        self._typed_strings = typed_strings
+        self._held: list[str] | None = None  # a quoted value held to be typed
+        self._held_kind = ""  # the schema type it is read as
 
     def feed(self, text: str) -> int:
         if not self._error:
@@ -101,6 +116,8 @@ class GemmaCall(ArgumentsDrain):
                 piece = buf[pos:end]
                 if self._quoted_key:
                     self._word.append(piece)
+                elif self._held is not None:
+                    self._held.append(piece)
                 elif piece:
                     self._out.append(quote_fragment(piece))
                 if at < 0:
@@ -110,7 +127,7 @@ class GemmaCall(ArgumentsDrain):
                 if self._quoted_key:
                     self._mode = _Mode.COLON
                 else:
-                    self._out.append('"')
+                    self._end_string()
                     self._mode = _Mode.AFTER
                 continue
             if mode in (_Mode.KEY_TEXT, _Mode.SCALAR):
@@ -189,9 +206,21 @@ class GemmaCall(ArgumentsDrain):
 
     def _begin_string(self, *, key: bool) -> None:
         self._quoted_key, self._word = key, []
-        if not key:
+        kind = None
+        if not key and self._typed_strings and len(self._stack) == 1 and self.name is not None:
+            kind = self._tools.parameter_type(self.name, self._key)
+        if kind in _TYPED:
+            self._held, self._held_kind = [], kind or ""
+        elif not key:
             self._out.append('"')
         self._mode = _Mode.STRING
+
+    def _end_string(self) -> None:
+        if self._held is None:
+            self._out.append('"')
+            return
+        text, self._held = "".join(self._held), None
+        self._out.append(_typed(text, _TYPED[self._held_kind]))
 
     def _emit_key(self, key: str) -> None:
         if not key:
@@ -226,3 +255,16 @@ def _scalar(word: str, kind: str | None) -> str:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return word
     return json.dumps(word, ensure_ascii=False)
+
+
+def _typed(text: str, kinds: tuple[type, ...]) -> str:
+    """The JSON text of a quoted value: the JSON value it spells when of `kinds`."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, float) and not math.isfinite(value):
+        value = None  # `1e999`: JSON has no infinity
+    if isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(text, ensure_ascii=False)

@@ -2,7 +2,12 @@
 
     {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}
 
-Used by hermes/Qwen (`arguments`) and Llama 3 (`parameters`). The arguments value is
+Used by hermes/Qwen (`arguments`) and Llama 3 (`parameters`). With `keyed` (Apertus),
+the object's one key is the tool's name and its value the arguments::
+
+    {"get_weather": {"city": "Paris", "days": 3}}
+
+The arguments value is
 passed through as the model's own bytes: fragments are slices of the output, and the
 whole is checked to be a JSON object when the body closes. With `self_ending`, the
 body ends at the object's closing brace (formats without a closing delimiter), or
@@ -41,6 +46,8 @@ class JsonEnvelope(ArgumentsDrain):
 
     name_keys: tuple[str, ...] = ("name",)
     argument_keys: tuple[str, ...] = ("arguments", "parameters")
+    #: The object's one key names the tool; its value is the arguments (Apertus).
+    keyed: bool = False
 
     def __init__(self, context: CallContext, *, self_ending: bool = False) -> None:
         super().__init__()
@@ -141,6 +148,11 @@ class JsonEnvelope(ArgumentsDrain):
                     pos = match.end()
                     break
                 self._phase, pos = _Phase.COLON, match.end()
+                if self.keyed:
+                    if self.name is not None or not self._key:
+                        self._error = "a keyed call object holds one non-empty key"
+                        break
+                    self.name = self._key
             elif phase is _Phase.COLON:
                 if char != ":":
                     self._error = "expected ':' in the call object"
@@ -164,6 +176,10 @@ class JsonEnvelope(ArgumentsDrain):
             self.done = True
         return pos
 
+    def _holds_arguments(self) -> bool:
+        """Whether the current value is the call's arguments."""
+        return self.keyed or self._key in self.argument_keys
+
     @property
     def failed(self) -> bool:
         """True once the body cannot be a call (`close` will raise `Reject`)."""
@@ -177,7 +193,7 @@ class JsonEnvelope(ArgumentsDrain):
             if not text:
                 return
         self._raw.append(text)
-        if self._key in self.argument_keys and self._args is None:
+        if self._holds_arguments() and self._args is None:
             self._out.append(text)
 
     def _whole_value(self, buf: str, pos: int) -> bool:
@@ -199,7 +215,7 @@ class JsonEnvelope(ArgumentsDrain):
             return False
         self._value_end = end
         self._take(buf[start:end])
-        if self._key in self.argument_keys and self._args is None:
+        if self._holds_arguments() and self._args is None:
             self._parsed = parsed
         self._value_done()
         return True
@@ -207,7 +223,9 @@ class JsonEnvelope(ArgumentsDrain):
     def _value_done(self) -> None:
         raw = "".join(self._raw)
         self._phase = _Phase.AFTER
-        if self._key in self.name_keys and self.name is None:
+        if self.keyed:
+            self._args = raw
+        elif self._key in self.name_keys and self.name is None:
             try:
                 name = json.loads(raw)
             except (ValueError, RecursionError):
