@@ -73,7 +73,7 @@ def test_the_families_setting() -> None:
     allowed = {n for n in formats.names() if formats.get(n).calls_in_reasoning}
     assert allowed == {
         "qwen3", "qwen3_coder", "kimi_k2", "deepseek_v4", "deepseek_v41", "gemma4", "minimax_m2",
-        "minimax_m3", "gpt_oss", "kimi_k3", "inkling",
+        "minimax_m3", "gpt_oss", "kimi_k3", "inkling", "apertus",
     }  # fmt: skip
     assert not formats.get("seed_oss").calls_in_reasoning  # the two the peers agree on
     assert not formats.get("hunyuan").calls_in_reasoning
