@@ -68,10 +68,11 @@ async def read_json(http: Request, max_bytes: int) -> Any:
     return await asyncio.to_thread(_decode, b"".join(chunks))  # megabytes: off the loop
 
 
-#: The deepest body the decoder is given: far below the interpreter's recursion limit,
-#: far above what the library accepts (`MAX_DEPTH`), so that a body between the two
-#: reaches the field checks and is refused naming the field.
-DECODE_DEPTH = 4 * MAX_DEPTH
+#: The deepest body the decoder is given: well below the interpreter's recursion limit
+#: (1000; what a finalizer run at that depth needs stays free), far above what the
+#: library accepts (`MAX_DEPTH`), so that a body between the two reaches the field
+#: checks and is refused naming the field.
+DECODE_DEPTH = 6 * MAX_DEPTH
 
 
 def _decode(data: bytes) -> Any:
