@@ -50,12 +50,16 @@ def output_tag(
     prefix: dict[str, Any] | None = None
     token_level = False
     if fmt.reasoning is not None or fmt.header is not None:
-        # The answer follows a reasoning block or sits behind a header: only a shape of
-        # delimited calls says how the reasoning block is written.
+        # The answer follows a reasoning block or sits behind a header. A header's
+        # tag is written by its shape of delimited calls (harmony's is not one); a
+        # reasoning block alone needs only the format's reasoning pair (a shape of
+        # line-anchored calls, MiniCPM's, says nothing more about it).
         shape = fmt.grammar
-        if not isinstance(shape, Shape):
+        if not isinstance(shape, Shape) and fmt.header is not None:
             why = f"format {fmt.name!r}: response_format is not supported for this format"
             return TagResult(None, (why,), "unsupported_format")
+        if not isinstance(shape, Shape):
+            shape = Shape(head="")
         token_level = tokenizer is not None and formats.is_gated(fmt, tokenizer)
         builder = _Builder(fmt, shape, Delimiters(fmt, tokenizer, token_level), True, True)
         inside = fmt.starts_in_reasoning if in_reasoning is None else in_reasoning
