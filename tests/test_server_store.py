@@ -8,6 +8,7 @@ SQLite file, and two replicas on two ports sharing one redis-server.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import pytest
 from tests.data import ROOT
 from tests.production import redis_server
 from tests.serving import toolwire_serve
+from toolwire.server.config import add_arguments, config_from
 from toolwire.server.core.errors import ApiError
 from toolwire.server.responses.store import (
     OVERHEAD,
@@ -33,6 +35,7 @@ from toolwire.server.responses.store import (
     encode,
 )
 from toolwire.server.responses.stores import default_path, open_store
+from toolwire.server.run import store_from
 
 BACKENDS = ["memory", "sqlite", "redis"]
 Open = Callable[[StoreSettings], ResponseStore]
@@ -157,6 +160,31 @@ def test_the_default_store_is_a_sqlite_file_in_the_cache_directory(tmp_path: Pat
     assert default_path({"XDG_CACHE_HOME": str(tmp_path)}).is_file()
     assert default_path({}).parts[-3:] == (".cache", "toolwire", "responses.sqlite3")
     store.close()
+
+
+def test_the_store_flags_set_the_ttl_and_the_bound(tmp_path: Path) -> None:
+    """`--store-ttl` and `--store-max-mb` reach the store `serve` opens: an entry older
+    than the TTL is gone, 0 keeps it, a negative TTL is refused at startup."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+
+    def opened(*flags: str) -> ResponseStore:
+        path = tmp_path / f"store{len(list(tmp_path.iterdir()))}.sqlite3"
+        return store_from(config_from(parser.parse_args(["--store", str(path), *flags]), {}))
+
+    for flags, kept in ((("--store-ttl", "60"), False), (("--store-ttl", "0"), True)):
+        store = opened(*flags)
+        store.put("t", _record("old", created=time.time() - 3600))
+        assert (store.get("t", "old") is not None) is kept, flags
+        store.close()
+    store = opened("--store-max-mb", "1")
+    assert store.settings.max_bytes == 1024 * 1024
+    for n in range(40):
+        store.put("t", _record(f"r{n}", pad=50_000))
+    assert store.get("t", "r0") is None and store.used("t") <= 1024 * 1024
+    store.close()
+    with pytest.raises(ValueError, match="--store-ttl"):
+        config_from(parser.parse_args(["--store-ttl", "-1"]), {})
 
 
 def test_memory_store_expires_by_its_clock() -> None:

@@ -306,6 +306,8 @@ def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
             raise ValueError(f"--{bound.replace('_', '-')} must be at least 1")
     if values["store_max_mb"] < 1:
         raise ValueError("--store-max-mb must be at least 1")
+    if values["store_ttl"] < 0:  # a negative age would expire every entry as it is stored
+        raise ValueError("--store-ttl must be 0 (no expiry) or more seconds")
     if values["workers"] > 1 and values["store"] == "memory":
         raise ValueError(
             "--store memory keeps responses in one process: with --workers use the "
