@@ -60,6 +60,7 @@ def test_with_guidance_off_no_request_carries_a_tag(off: Keyed, api: str) -> Non
     for choice in ("auto", "required"):
         for strict in (None, True):
             assert _asked(off, api, **with_tools(api, choice, strict)) is None, (choice, strict)
+            assert "structured_outputs" not in off.upstream.bodies[-1]  # no other constraint
     answer_format = {
         "chat": {"response_format": {"type": "json_object"}},
         "responses": {"text": {"format": {"type": "json_object"}}},
