@@ -14,7 +14,8 @@ loopback HTTP in front of a scripted vLLM or SGLang upstream where the wire matt
 * request shapes that raised: a history call's arguments nested far past the bound, a
   field of the wrong type, are a 400 naming the field;
 * bounds: a token budget past any context is cut, a seed past 64 bits and arguments
-  that are not a JSON object are a 400 naming the field, a tool declared twice too;
+  that are not a JSON object are a 400 naming the field, a tool declared twice too, and
+  a stop string past 1,000 characters (the matcher's memory is quadratic in it);
 * timeouts: an upstream that keeps the connection busy (SSE comments, events with no
   token) without producing a token is cut off after `token_timeout`;
 * padding ids: ids between the tokenizer's vocabulary and the model's output layer
@@ -355,6 +356,37 @@ def test_a_tool_declared_twice_is_a_400_naming_it(api: Api) -> None:
         answer = _reply(api, client, api.body(tools=[GET_WEATHER, GET_TIME, GET_WEATHER]))
         assert answer.status == 400 and answer.field is not None
         assert re.match(r"tools(\[2\]|\.2)\.(function\.)?name$", answer.field), answer.field
+
+
+#: Each API's stop strings (Responses has none), and the path of the second one.
+STOPS = {"chat": ("stop", "stop[1]"), "messages": ("stop_sequences", "stop_sequences.1")}
+
+
+@pytest.mark.parametrize("api", [a for a in APIS if a.name in STOPS], ids=list(STOPS))
+def test_a_stop_string_past_the_bound_is_a_400_naming_it(api: Api) -> None:
+    """The stop matcher holds every proper prefix of each stop string: memory grows with
+    the square of its length (200,000 characters would be 2*10^10). Past 1,000
+    characters it is refused, before anything is built."""
+    engine = ScriptedEngine()
+    key, second = STOPS[api.name]
+    long = "word " * 4_000
+    with in_process(engine) as client:
+        tracemalloc.start()
+        try:
+            answer = _reply(api, client, api.body(stop=["\n\n\n", long]))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert answer.status == 400 and answer.field == second, answer.error
+        assert "20,000 characters, more than the 1,000" in json.dumps(answer.error)
+        assert peak < 16 * 2**20, f"the request allocated {peak:,} bytes"
+        if api.name == "chat":  # one string
+            answer = _reply(api, client, {**api.body(), key: long})
+            assert answer.status == 400 and answer.field == key, answer.error
+        engine.say("Sunny. " + "x" * 1_000)
+        answer = _reply(api, client, api.body(stop=["x" * 1_000], max_tokens=2_000))
+        assert answer.status == 200 and answer.text == "Sunny. ", answer.error
+        assert answer.finish == "stop"
 
 
 # -- 5. progress means tokens ---------------------------------------------------------
