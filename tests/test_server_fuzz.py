@@ -471,8 +471,9 @@ def _send(rig: Rig, client: InProcess, path: str, body: Any) -> tuple[Answer, li
     return answer, prompt
 
 
-#: The error types a refused request carries (OpenAI's and Anthropic's spelling).
-CLIENT_ERRORS = {"invalid_request_error", "not_found_error"}
+#: The error types a refused request carries (OpenAI's and Anthropic's spelling;
+#: Anthropic's 413 is `request_too_large`).
+CLIENT_ERRORS = {"invalid_request_error", "not_found_error", "request_too_large"}
 
 
 def _named(rig: Rig, answer: Answer, body: Any, where: str) -> None:
