@@ -301,11 +301,15 @@ SNIPPETS = [
     "<|endoftext|>",
 ]
 
+#: Put into a request as copies: a list or object of this table placed in one case and
+#: damaged there would otherwise be damaged for every later case (and can come to hold
+#: itself).
 WRONG: list[Any] = [
     None, True, False, 0, -1, 1, 1.5, -0.0, 2**63, 2**70, -(2**70), 10**30, 1e308,
     float("nan"), float("inf"), "", "x", "0", "null", [], {}, [None], [1, 2], {"type": None},
     {"type": "text", "text": 5}, ["a"],
 ]  # fmt: skip
+_PRISTINE = repr(WRONG)
 UNKNOWN_TYPES = [
     "image", "image_url", "input_image", "input_file", "document", "web_search",
     "web_search_20250305", "server_tool_use", "mcp", "computer", "item_reference", "foo", "",
@@ -323,7 +327,7 @@ def _mutant(rng: random.Random, old: Any, specials: list[str]) -> Any:
     """A value to put where `old` was."""
     kind = rng.randrange(8)
     if kind == 0:
-        return rng.choice(WRONG)
+        return copy.deepcopy(rng.choice(WRONG))
     if kind == 1:  # huge
         return rng.choice(
             [
@@ -356,7 +360,7 @@ def _mutant(rng: random.Random, old: Any, specials: list[str]) -> Any:
             return rng.choice([old[0], json.dumps(old)])
         if isinstance(old, dict):
             return rng.choice([json.dumps(old), list(old.values()), [old]])
-    return rng.choice([*WRONG, *specials[:3]])
+    return copy.deepcopy(rng.choice([*WRONG, *specials[:3]]))
 
 
 def _mutate(rng: random.Random, body: dict[str, Any], specials: list[str]) -> None:
@@ -368,7 +372,8 @@ def _mutate(rng: random.Random, body: dict[str, Any], specials: list[str]) -> No
         where = rng.choice(holders)
         target = _holder(body, (*where, ""))
         key = rng.choice([*FIELD_NAMES, "type", "content", "text", "arguments", "name"])
-        target[key] = _mutant(rng, None, specials) if rng.random() < 0.7 else rng.choice(WRONG)
+        wrong = rng.random() >= 0.7
+        target[key] = copy.deepcopy(rng.choice(WRONG)) if wrong else _mutant(rng, None, specials)
         return
     if what == 1 and paths:  # remove a field or an item
         path = rng.choice(paths)
@@ -466,8 +471,9 @@ def _send(rig: Rig, client: InProcess, path: str, body: Any) -> tuple[Answer, li
     return answer, prompt
 
 
-#: The error types a refused request carries (OpenAI's and Anthropic's spelling).
-CLIENT_ERRORS = {"invalid_request_error", "not_found_error"}
+#: The error types a refused request carries (OpenAI's and Anthropic's spelling;
+#: Anthropic's 413 is `request_too_large`).
+CLIENT_ERRORS = {"invalid_request_error", "not_found_error", "request_too_large"}
 
 
 def _named(rig: Rig, answer: Answer, body: Any, where: str) -> None:
@@ -564,6 +570,7 @@ def test_damaged_requests_are_answered_or_refused_naming_a_field(
         rig = Rig(api, engine, [one, two], specials, ids)
         for n in range(CASES):
             _case(rig, n)
+    assert repr(WRONG) == _PRISTINE, "a case damaged the table of wrong values"
     if CASES >= 100:
         assert rig.served >= CASES // 10, f"only {rig.served} of {CASES} cases served"
         assert rig.refused >= CASES // 10, f"only {rig.refused} of {CASES} cases refused"

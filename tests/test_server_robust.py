@@ -4,17 +4,24 @@ Each class is stated once and checked on Chat Completions, Responses and Message
 (`tests/apis.py`), in-process on a scripted engine with Qwen3's real vocabulary, or on
 loopback HTTP in front of a scripted vLLM or SGLang upstream where the wire matters:
 
+* delimiter text in content: an answer holding the literal text of Qwen3's `</think>`
+  and `<tool_call>` (ordinary ids), sent back the API's way with a question holding it
+  too, is served; the prompt carries the text as ordinary ids, with the special ids of
+  the same conversation in plain words;
 * state that cannot be continued: a call cut by the token limit while its arguments
   streamed is answered and stored; the next turn, sent back the API's way (stored or
   by the client), is served, the cut call rendered as the text the model wrote;
 * request shapes that raised: a history call's arguments nested far past the bound, a
   field of the wrong type, are a 400 naming the field;
 * bounds: a token budget past any context is cut, a seed past 64 bits and arguments
-  that are not a JSON object are a 400 naming the field, a tool declared twice too;
+  that are not a JSON object are a 400 naming the field, a tool declared twice too, and
+  a stop string past 1,000 characters (the matcher's memory is quadratic in it);
 * timeouts: an upstream that keeps the connection busy (SSE comments, events with no
   token) without producing a token is cut off after `token_timeout`;
 * padding ids: ids between the tokenizer's vocabulary and the model's output layer
-  are empty text, counted; only ids past the model's are an engine error.
+  are empty text, counted; only ids past the model's are an engine error;
+* templates as code: a served template that builds a gigabyte string is refused, named,
+  before the string is built (the request allocates a small fraction of it).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import asyncio
 import json
 import re
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +57,53 @@ CUT = CALL[: CALL.index("ris")]
 
 def _reply(api: Api, client: Any, body: dict[str, Any]) -> Any:
     return api.read(client.post(api.path, body))
+
+
+# -- 1. delimiter text in content is inert for the template --------------------------
+
+#: Delimiter text as ordinary text: the model explaining the tags, or echoing a result.
+MARKUP = "The tag </think> closes reasoning; <tool_call> opens a call."
+PLAIN = "The tag word closes reasoning; a word opens a call."
+
+
+def _continued_prompts(
+    api: Api, client: Any, engine: ScriptedEngine, text: str, stream: bool
+) -> list[list[int]]:
+    """The answer `text` (spelled from ordinary ids), and the prompt of each next turn
+    that sends it back with `text` in the question too (Responses: by id and
+    statelessly)."""
+    engine.say(spelled=text)
+    body = api.body("What closes reasoning?", stream=stream)
+    first = _reply(api, client, body)
+    assert first.status == 200 and first.text == text, first.error
+    turns = [api.next_turn(body, first, ask=f"And {text}?")]
+    if api.name == "responses":
+        turns.append(api.next_turn(body, first, ask=f"And {text}?", stateless=True))
+    prompts = []
+    for turn in turns:
+        engine.say("Fine.")
+        after = _reply(api, client, turn)
+        assert after.status == 200, (text, after.error)
+        prompts.append(engine.prompt())
+    return prompts
+
+
+@EVERY_API
+@STREAM
+def test_an_answer_holding_delimiter_text_can_be_continued(api: Api, stream: bool) -> None:
+    engine = ScriptedEngine()
+    tok = engine.tokenizer
+    with in_process(engine) as client:
+        marked = _continued_prompts(api, client, engine, MARKUP, stream)
+        plain = _continued_prompts(api, client, engine, PLAIN, stream)
+    for prompt, neutral in zip(marked, plain, strict=True):
+        # the template acted on no text: the structure is that of plain words
+        assert [i for i in prompt if i in tok.added_ids] == [
+            i for i in neutral if i in tok.added_ids
+        ]
+        # the answer and the question, each whole, in place
+        text = tok.decode(prompt)
+        assert text.count(MARKUP) == 2, text
 
 
 # -- 2. every stored response can be continued ------------------------------------
@@ -303,6 +358,37 @@ def test_a_tool_declared_twice_is_a_400_naming_it(api: Api) -> None:
         assert re.match(r"tools(\[2\]|\.2)\.(function\.)?name$", answer.field), answer.field
 
 
+#: Each API's stop strings (Responses has none), and the path of the second one.
+STOPS = {"chat": ("stop", "stop[1]"), "messages": ("stop_sequences", "stop_sequences.1")}
+
+
+@pytest.mark.parametrize("api", [a for a in APIS if a.name in STOPS], ids=list(STOPS))
+def test_a_stop_string_past_the_bound_is_a_400_naming_it(api: Api) -> None:
+    """The stop matcher holds every proper prefix of each stop string: memory grows with
+    the square of its length (200,000 characters would be 2*10^10). Past 1,000
+    characters it is refused, before anything is built."""
+    engine = ScriptedEngine()
+    key, second = STOPS[api.name]
+    long = "word " * 4_000
+    with in_process(engine) as client:
+        tracemalloc.start()
+        try:
+            answer = _reply(api, client, api.body(stop=["\n\n\n", long]))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert answer.status == 400 and answer.field == second, answer.error
+        assert "20,000 characters, more than the 1,000" in json.dumps(answer.error)
+        assert peak < 16 * 2**20, f"the request allocated {peak:,} bytes"
+        if api.name == "chat":  # one string
+            answer = _reply(api, client, {**api.body(), key: long})
+            assert answer.status == 400 and answer.field == key, answer.error
+        engine.say("Sunny. " + "x" * 1_000)
+        answer = _reply(api, client, api.body(stop=["x" * 1_000], max_tokens=2_000))
+        assert answer.status == 200 and answer.text == "Sunny. ", answer.error
+        assert answer.finish == "stop"
+
+
 # -- 5. progress means tokens ---------------------------------------------------------
 
 
@@ -451,3 +537,26 @@ def test_the_models_vocabulary_size_is_read_from_its_config(tmp_path: Path) -> N
     assert model_vocab_size(tmp_path / "tokenizer.json") is None
     assert model_vocab_size("Qwen/Qwen3-0.6B") is None  # a hub id: nothing on disk
     assert MODEL
+
+
+# -- 7. templates as code ---------------------------------------------------------------
+
+
+@EVERY_API
+@STREAM
+def test_a_template_that_builds_a_gigabyte_string_is_refused_before_it_is_built(
+    api: Api, stream: bool
+) -> None:
+    engine = ScriptedEngine(template="{{ 'a' * 10**9 }}")
+    with in_process(engine) as client:
+        tracemalloc.start()
+        try:
+            answer = _reply(api, client, api.body(stream=stream))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert answer.status == 400, answer.error
+    assert answer.field == ("input" if api.name == "responses" else "messages")
+    assert "1,000,000,000 characters, more than the 16,777,216" in json.dumps(answer.error)
+    assert not engine.generations
+    assert peak < 64 * 2**20, f"the request allocated {peak:,} bytes"

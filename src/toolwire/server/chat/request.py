@@ -220,7 +220,7 @@ def parse_request(body: Any, *, max_tools: int = 128) -> ChatRequest:
         temperature=fields.number(body, "temperature", 0.0, 2.0),
         top_p=fields.number(body, "top_p", 0.0, 1.0),
         seed=fields.seed(body, "seed"),
-        stop=fields.strings(body, "stop", _MAX_STOPS, single=True),
+        stop=fields.stops(body, "stop", _MAX_STOPS, single=True),
         stream=stream,
         include_usage=fields.boolean(options or {}, "include_usage", False, ("stream_options",)),
         template_kwargs=_template_kwargs(body),

@@ -48,6 +48,7 @@ from toolwire.tools import tool_function
 
 __all__ = [
     "MAX_OUTPUT_TOKENS",
+    "MAX_STOP_CHARS",
     "HostedTool",
     "ToolFields",
     "ToolSet",
@@ -65,6 +66,7 @@ __all__ = [
     "optional_string",
     "request_object",
     "seed",
+    "stops",
     "string",
     "strings",
     "tool_choice",
@@ -78,6 +80,9 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 #: The largest output budget sent to an engine: a 32-bit count (more is cut to it; the
 #: engine's context cuts it further).
 MAX_OUTPUT_TOKENS = 2**31 - 1
+#: The longest stop string: the matcher holds every proper prefix of each one, so its
+#: memory grows with the square of the length (16 of this length: 8 M characters).
+MAX_STOP_CHARS = 1_000
 #: A seed's range: a signed 64-bit integer, as vLLM takes it.
 _SEED = (-(2**63), 2**63 - 1)
 #: How deep a history call's arguments may nest when given as text: the prompt
@@ -244,6 +249,19 @@ def strings(
     if len(values) > most:
         raise FieldError((*at, key), f"takes at most {most} strings")
     return list(values)
+
+
+def stops(
+    obj: Mapping[str, Any], key: str, most: int, at: Path = (), *, single: bool = False
+) -> list[str]:
+    """`obj[key]` as stop strings (`strings`), each at most `MAX_STOP_CHARS` long."""
+    values = strings(obj, key, most, at, single=single)
+    for i, stop in enumerate(values):
+        if len(stop) > MAX_STOP_CHARS:
+            where = (*at, key) if isinstance(obj.get(key), str) else (*at, key, i)
+            limit = f"more than the {MAX_STOP_CHARS:,} a stop string may have"
+            raise FieldError(where, f"is {len(stop):,} characters, {limit}")
+    return values
 
 
 def content(value: Any, at: Path, parts: Mapping[str, str]) -> str:

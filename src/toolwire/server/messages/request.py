@@ -427,7 +427,7 @@ def parse_messages(body: Any, *, count_only: bool = False, max_tools: int = 128)
         max_tokens=max_tokens,
         temperature=fields.number(body, "temperature", 0.0, 1.0),
         top_p=fields.number(body, "top_p", 0.0, 1.0),
-        stop=fields.strings(body, "stop_sequences", _MAX_STOPS),
+        stop=fields.stops(body, "stop_sequences", _MAX_STOPS),
         stream=fields.boolean(body, "stream", False),
         template_kwargs={**effort, **_thinking(body, max_tokens)},
         response_format=output_format,
