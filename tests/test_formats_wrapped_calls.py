@@ -227,6 +227,40 @@ def test_text_arguments_are_typed_by_the_schema(name: str) -> None:
             assert calls_of(msg) == [("search", expected)]
 
 
+def _enum_padded(name: str) -> str | None:
+    """The format's rendering of a call whose `unit` (enum "c"/"f") is "f", with
+    whitespace around that value inside its tags (as XGrammar's XML styles allow it
+    there), or None for a format that does not write values as tagged text."""
+    native = formats.get(name).render_output(
+        calls=[("get_weather", {"city": "Paris", "unit": "f"})]
+    )
+    for plain, padded in ((">\nf\n</", ">\n  f \n\n</"), (">f</", "> \n f  </")):
+        if plain in native:
+            return native.replace(plain, padded, 1)
+    return None
+
+
+ENUM_PADDED = [n for n in formats.names() if _enum_padded(n) is not None]
+
+
+@pytest.mark.parametrize("name", ENUM_PADDED)
+def test_an_enum_value_is_read_without_the_whitespace_around_it(name: str) -> None:
+    """A tagged text value the schema limits to an enum, written with whitespace around
+    it, is the enum's string (not one whitespace makes invalid), in every chunking,
+    held and streamed; a value that is none of the strings even stripped stays as
+    written."""
+    text = _enum_padded(name)
+    assert text is not None
+    ids = cases.tokenizer(name).encode(text)
+    for stream in (False, True):
+        for deltas in ([], range(1, len(ids)), range(0, len(ids), 3)):
+            msg = message(name, ids, deltas, stream_arguments=stream)
+            assert calls_of(msg) == [("get_weather", {"city": "Paris", "unit": "f"})]
+    odd = cases.tokenizer(name).encode(text.replace(" f ", " x ", 1))
+    ((_, args),) = calls_of(message(name, odd))
+    assert args["unit"].strip() == "x" and args["unit"] != "x"
+
+
 def test_dsml_string_false_values_are_json_even_for_an_untyped_parameter() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     text = (

@@ -199,6 +199,16 @@ class Tools:
             return None
         return schema_type(props.get(parameter))
 
+    def parameter_enum(self, tool: str, parameter: str) -> tuple[str, ...] | None:
+        """The strings the schema of `tool` allows `parameter` (its `enum`, when every
+        member is a string), or None."""
+        props = (self.schemas.get(tool) or {}).get("properties")
+        schema = props.get(parameter) if isinstance(props, Mapping) else None
+        enum = schema.get("enum") if isinstance(schema, Mapping) else None
+        if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+            return tuple(enum)
+        return None
+
     def parameter_nullable(self, tool: str, parameter: str) -> bool:
         """True when the schema of `tool` allows `parameter` to be null."""
         props = (self.schemas.get(tool) or {}).get("properties")

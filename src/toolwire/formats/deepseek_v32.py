@@ -17,12 +17,11 @@ schema decides. An invoke outside the wrapper is provisional.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape, value_text
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 DSML = "｜DSML｜"
@@ -57,7 +56,7 @@ def render_dsml(
     for name, args in calls:
         out += f'<{tag}invoke name="{name}">\n'
         for key, value in args.items():
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            text = value_text(value)
             kind = "true" if isinstance(value, str) else "false"
             out += f'<{tag}parameter name="{key}" string="{kind}">{text}</{tag}parameter>\n'
         out += f"</{tag}invoke>\n"

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from toolwire.formats import register
-from toolwire.formats.deepseek_v32 import DEEPSEEK_V32, DSML, render_dsml
-from toolwire.formats.spec import RenderedCall
+from toolwire.formats.deepseek_v32 import DEEPSEEK_V32, DSML, attributes, render_dsml
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
+from toolwire.syntax.tagged import TaggedParams, Tags
 
 
 def render(calls: Sequence[RenderedCall]) -> str:
@@ -38,3 +40,44 @@ DEEPSEEK_V4 = register(
         calls_in_reasoning=True,
     )
 )
+
+
+def dsml_variant(
+    name: str, *, word: str = DSML, space: str = "", wrapper: str = "tool_calls", **fields: Any
+) -> Format:
+    """V4's wire form with another tag word (`word`, GigaChat 3.5's `｜GCML｜`), `space`
+    after it in every tag (V4.1's) and another wrapper name: the calls, the section,
+    the tagged syntax, the renderer and the grammar's parameters follow together.
+    `fields` replace any other field of the format (its reasoning, marks...)."""
+    tag = word + space
+    tags = Tags(
+        name=("", '">'),
+        key=(f'<{tag}parameter name="', '">'),
+        value=("", f"</{tag}parameter>"),
+        end="",
+        trim_newline=False,
+        attributes=attributes,
+    )
+
+    def render(calls: Sequence[RenderedCall]) -> str:
+        return render_dsml(calls, wrapper, space=space, word=word)
+
+    def syntax(context: CallContext) -> TaggedParams:
+        return TaggedParams(context, tags.resolve(context.marks))
+
+    assert isinstance(DEEPSEEK_V4.grammar, Shape)
+    params = Params(
+        open=f'<{tag}parameter name="{{key}}" string="{{string}}">',
+        close=f"</{tag}parameter>",
+        after="\n",
+    )
+    return replace(
+        DEEPSEEK_V4,
+        name=name,
+        call=(f'<{tag}invoke name="', f"</{tag}invoke>"),
+        section=(f"<{tag}{wrapper}>", f"</{tag}{wrapper}>"),
+        syntax=syntax,
+        render=render,
+        grammar=replace(DEEPSEEK_V4.grammar, params=params),
+        **fields,
+    )

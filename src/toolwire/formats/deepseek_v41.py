@@ -18,49 +18,7 @@ wrapper is provisional; the DSML block ends reasoning (as V4).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
-
 from toolwire.formats import register
-from toolwire.formats.deepseek_v4 import DEEPSEEK_V4
-from toolwire.formats.deepseek_v32 import DSML, attributes, render_dsml
-from toolwire.formats.spec import CallContext, Params, RenderedCall, Shape
-from toolwire.syntax.tagged import TaggedParams, Tags
+from toolwire.formats.deepseek_v4 import dsml_variant
 
-TAGS = Tags(
-    name=("", '">'),
-    key=(f'<{DSML} parameter name="', '">'),
-    value=("", f"</{DSML} parameter>"),
-    end="",
-    trim_newline=False,
-    attributes=attributes,
-)
-
-
-def render(calls: Sequence[RenderedCall]) -> str:
-    return render_dsml(calls, "calls", space=" ")
-
-
-def syntax(context: CallContext) -> TaggedParams:
-    return TaggedParams(context, TAGS.resolve(context.marks))
-
-
-assert isinstance(DEEPSEEK_V4.grammar, Shape)
-DEEPSEEK_V41 = register(
-    replace(
-        DEEPSEEK_V4,
-        name="deepseek_v41",
-        call=(f'<{DSML} invoke name="', f"</{DSML} invoke>"),
-        syntax=syntax,
-        render=render,
-        section=(f"<{DSML} calls>", f"</{DSML} calls>"),
-        grammar=replace(
-            DEEPSEEK_V4.grammar,
-            params=Params(
-                open=f'<{DSML} parameter name="{{key}}" string="{{string}}">',
-                close=f"</{DSML} parameter>",
-                after="\n",
-            ),
-        ),
-    )
-)
+DEEPSEEK_V41 = register(dsml_variant("deepseek_v41", space=" ", wrapper="calls"))

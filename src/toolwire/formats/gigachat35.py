@@ -23,54 +23,17 @@ has no GigaChat 3.5 parser.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
-
 from toolwire.formats import register
-from toolwire.formats.deepseek_v4 import DEEPSEEK_V4
-from toolwire.formats.deepseek_v32 import attributes, render_dsml
-from toolwire.formats.spec import CallContext, Params, RenderedCall, Shape
-from toolwire.syntax.tagged import TaggedParams, Tags
+from toolwire.formats.deepseek_v4 import dsml_variant
 
 GCML = "｜GCML｜"
-TAGS = Tags(
-    name=("", '">'),
-    key=(f'<{GCML}parameter name="', '">'),
-    value=("", f"</{GCML}parameter>"),
-    end="",
-    trim_newline=False,
-    attributes=attributes,
-)
-
-
-def render(calls: Sequence[RenderedCall]) -> str:
-    return render_dsml(calls, "tool_calls", word=GCML)
-
-
-def syntax(context: CallContext) -> TaggedParams:
-    return TaggedParams(context, TAGS.resolve(context.marks))
-
-
-assert isinstance(DEEPSEEK_V4.grammar, Shape)
 GIGACHAT35 = register(
-    replace(
-        DEEPSEEK_V4,
-        name="gigachat35",
-        call=(f'<{GCML}invoke name="', f"</{GCML}invoke>"),
-        syntax=syntax,
-        render=render,
+    dsml_variant(
+        "gigachat35",
+        word=GCML,
         reasoning=None,
-        section=(f"<{GCML}tool_calls>", f"</{GCML}tool_calls>"),
         loose_calls=False,
         calls_in_reasoning=False,
         marks=(GCML,),
-        grammar=replace(
-            DEEPSEEK_V4.grammar,
-            params=Params(
-                open=f'<{GCML}parameter name="{{key}}" string="{{string}}">',
-                close=f"</{GCML}parameter>",
-                after="\n",
-            ),
-        ),
-    ),
+    )
 )

@@ -17,11 +17,10 @@ model after the template's `<|assistant|>`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape, value_text
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 KEY = ("<arg_key>", "</arg_key>")
@@ -29,15 +28,11 @@ VALUE = ("<arg_value>", "</arg_value>")
 TAGS = Tags(name=("", ""), key=KEY, value=VALUE, end="", trim_newline=False)
 
 
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
 def render_glm(calls: Sequence[RenderedCall], newline: str) -> str:
     blocks = []
     for name, args in calls:
         params = "".join(
-            f"{newline}{KEY[0]}{key}{KEY[1]}{newline}{VALUE[0]}{_text(value)}{VALUE[1]}"
+            f"{newline}{KEY[0]}{key}{KEY[1]}{newline}{VALUE[0]}{value_text(value)}{VALUE[1]}"
             for key, value in args.items()
         )
         blocks.append(f"<tool_call>{name}{params}{newline}</tool_call>")

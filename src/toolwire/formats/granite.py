@@ -17,10 +17,10 @@ text-gated, line-anchored `granite31` format. Granite 3 has no reasoning delimit
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
+from toolwire.formats.json_list import NAMED_HEAD, named_items
 from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
 from toolwire.syntax.json_calls import JsonCall
 
@@ -28,11 +28,7 @@ TOOL_CALL = "<|tool_call|>"
 
 
 def render(calls: Sequence[RenderedCall]) -> str:
-    items = [
-        json.dumps({"name": name, "arguments": dict(args)}, ensure_ascii=False)
-        for name, args in calls
-    ]
-    return TOOL_CALL + "[" + ", ".join(items) + "]"
+    return TOOL_CALL + "[" + named_items(calls) + "]"
 
 
 def syntax(context: CallContext) -> JsonCall:
@@ -47,7 +43,7 @@ GRANITE = register(
         render=render,
         # A JSON list after the token; its `]` ends it.
         grammar=Shape(
-            head='{"name": "{name}", "arguments": ',
+            head=NAMED_HEAD,
             tail="}",
             name="json",
             items=("[", "]"),

@@ -21,41 +21,8 @@ token opener is acted on only as its id, the text one only at a line start.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-
 from toolwire.formats import register
-from toolwire.formats.spec import Anchor, AnchoredShape, CallContext, Format, RenderedCall
-from toolwire.syntax.word_calls import WordCall
+from toolwire.formats.json_list import word_list
 
 WORD = "<tool_call>"
-
-
-def render(calls: Sequence[RenderedCall]) -> str:
-    items = [
-        json.dumps({"name": name, "arguments": dict(args)}, ensure_ascii=False)
-        for name, args in calls
-    ]
-    return WORD + "[" + ", ".join(items) + "]"
-
-
-def syntax(context: CallContext) -> WordCall:
-    return WordCall(context, WORD)
-
-
-GRANITE31 = register(
-    Format(
-        name="granite31",
-        call=("", None),
-        syntax=syntax,
-        render=render,
-        anchor=Anchor(begins=WORD[0], word=WORD),
-        grammar=AnchoredShape(
-            "json",
-            '{"name": "{name}", "arguments": ',
-            "}",
-            separator=", ",
-            items=(WORD + "[", "]"),
-        ),
-    )
-)
+GRANITE31 = register(word_list("granite31", WORD, WORD + "["))

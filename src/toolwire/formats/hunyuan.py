@@ -24,14 +24,12 @@ unchanged when it has none.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, RenderedCall, Shape
-from toolwire.syntax.end_marked import EndMarked
-from toolwire.syntax.json_calls import JsonCall
+from toolwire.formats.json_list import JsonList
+from toolwire.formats.spec import Format
 
 #: A structural token, with the checkpoint's suffix when it has one.
 _STRUCTURAL = re.compile(
@@ -40,39 +38,16 @@ _STRUCTURAL = re.compile(
 )
 
 
-def _item(context: CallContext) -> JsonCall:
-    return JsonCall(context, separator=",")
-
-
 def _format(suffix: str) -> Format:
-    start, end = f"<tool_calls{suffix}>", f"</tool_calls{suffix}>"
-
-    def render(calls: Sequence[RenderedCall]) -> str:
-        items = [
-            json.dumps({"name": name, "arguments": dict(args)}, ensure_ascii=False)
-            for name, args in calls
-        ]
-        return start + "[" + ", ".join(items) + "]" + end
-
-    def syntax(context: CallContext) -> EndMarked:
-        return EndMarked(context, _item, end)
-
-    render_calls: Callable[[Sequence[RenderedCall]], str] = render
+    calls = JsonList(f"<tool_calls{suffix}>", f"</tool_calls{suffix}>")
     return Format(
         name="hunyuan",
-        call=(start, None),
-        syntax=syntax,
-        render=render_calls,
+        call=(calls.start, None),
+        syntax=calls.syntax,
+        render=calls.render,
         reasoning=(f"<think{suffix}>", f"</think{suffix}>"),
-        marks=(end,),
-        grammar=Shape(
-            head='{"name": "{name}", "arguments": ',
-            tail="}",
-            name="json",
-            items=("[", "]"),
-            separator=", ",
-            list_end=end,
-        ),
+        marks=(calls.end,),
+        grammar=calls.shape,
     )
 
 

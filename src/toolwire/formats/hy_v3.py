@@ -26,16 +26,11 @@ the served vocabulary.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape, value_text
 from toolwire.syntax.tagged import TaggedParams, Tags
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def spelled(suffix: str, *, sep: bool = True, name: str = "hy_v3") -> Format:
@@ -56,7 +51,7 @@ def spelled(suffix: str, *, sep: bool = True, name: str = "hy_v3") -> Format:
         blocks = []
         for fn, args in rendered:
             params = "".join(
-                f"{newline}{key[0]}{k}{key[1]}{newline}{value[0]}{_text(v)}{value[1]}"
+                f"{newline}{key[0]}{k}{key[1]}{newline}{value[0]}{value_text(v)}{value[1]}"
                 for k, v in args.items()
             )
             blocks.append(f"{call[0]}{fn}{tool_sep}{params}{newline}{call[1]}")

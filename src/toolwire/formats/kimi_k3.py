@@ -34,13 +34,12 @@ pass `in_reasoning=True` there.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape, value_text
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 OPEN, CLOSE, SEP = "<|open|>", "<|close|>", "<|sep|>"
@@ -96,7 +95,7 @@ def render(calls: Sequence[RenderedCall]) -> str:
     for index, (name, args) in enumerate(calls, 1):
         out += f'{CALL[0]} tool="{escape(name)}" index="{index}"{SEP}'
         for key, value in args.items():
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            text = value_text(value)
             out += f'{ARGUMENT[0]} key="{escape(key)}" type="{type_of(value)}"{SEP}'
             out += f"{text}{ARGUMENT[1]}"
         out += CALL[1]

@@ -23,7 +23,6 @@ repairs of collapsed tags (`<functionname=`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
@@ -35,6 +34,7 @@ from toolwire.formats.spec import (
     Params,
     Reject,
     RenderedCall,
+    value_text,
 )
 from toolwire.syntax.tagged import TaggedParams, Tags
 from toolwire.syntax.word_calls import WordCall
@@ -53,10 +53,7 @@ def render(calls: Sequence[RenderedCall]) -> str:
     out = []
     for name, args in calls:
         params = "".join(
-            f'<param name="{key}">'
-            + (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-            + "</param>"
-            for key, value in args.items()
+            f'<param name="{key}">' + value_text(value) + "</param>" for key, value in args.items()
         )
         out.append(f'{WORD}{name}">{params}</function>')
     return "\n".join(out)

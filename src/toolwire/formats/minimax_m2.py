@@ -19,11 +19,10 @@ by the declared schema. The generation prompt ends in `<think>\\n`: pass
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import Bare, CallContext, Format, RenderedCall, Shape
+from toolwire.formats.spec import Bare, CallContext, Format, RenderedCall, Shape, value_text
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 SECTION = ("<minimax:tool_call>", "</minimax:tool_call>")
@@ -41,7 +40,7 @@ def render(calls: Sequence[RenderedCall]) -> str:
     for name, args in calls:
         out += f'<invoke name="{name}">\n'
         for key, value in args.items():
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            text = value_text(value)
             out += f'<parameter name="{key}">{text}</parameter>\n'
         out += "</invoke>\n"
     return out + SECTION[1]

@@ -19,38 +19,8 @@ at its `]`.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-
 from toolwire.formats import register
-from toolwire.formats.spec import Anchor, AnchoredShape, CallContext, Format, RenderedCall
-from toolwire.syntax.word_calls import WordCall
+from toolwire.formats.json_list import word_list
 
 WORD = "functools["
-
-
-def render(calls: Sequence[RenderedCall]) -> str:
-    items = [
-        json.dumps({"name": name, "arguments": dict(args)}, ensure_ascii=False)
-        for name, args in calls
-    ]
-    return WORD + ", ".join(items) + "]"
-
-
-def syntax(context: CallContext) -> WordCall:
-    return WordCall(context, WORD)
-
-
-PHI4_MINI = register(
-    Format(
-        name="phi4_mini",
-        call=("", None),
-        syntax=syntax,
-        render=render,
-        anchor=Anchor(begins=WORD[0], word=WORD),
-        grammar=AnchoredShape(
-            "json", '{"name": "{name}", "arguments": ', "}", separator=", ", items=(WORD, "]")
-        ),
-    ),
-    aliases=("phi4_mini_json",),
-)
+PHI4_MINI = register(word_list("phi4_mini", WORD, WORD), aliases=("phi4_mini_json",))

@@ -19,11 +19,10 @@ are tokens. Values are typed by the declared schema (`days` is an integer: 3).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import Bare, CallContext, Format, RenderedCall, Shape
+from toolwire.formats.spec import Bare, CallContext, Format, RenderedCall, Shape, value_text
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 TAGS = Tags(
@@ -34,10 +33,6 @@ TAGS = Tags(
 )
 
 
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
 CALL = ("<tool_call>", "</tool_call>")
 
 
@@ -46,7 +41,7 @@ def render(calls: Sequence[RenderedCall], call: tuple[str, str] = CALL) -> str:
     blocks = []
     for name, args in calls:
         params = "".join(
-            f"<parameter={key}>\n{_text(value)}\n</parameter>\n" for key, value in args.items()
+            f"<parameter={key}>\n{value_text(value)}\n</parameter>\n" for key, value in args.items()
         )
         blocks.append(f"{call[0]}\n<function={name}>\n{params}</function>\n{call[1]}")
     return "\n".join(blocks)

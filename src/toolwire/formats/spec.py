@@ -30,6 +30,7 @@ Two shapes do not fit that line, and each is one more piece of data:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -57,11 +58,18 @@ __all__ = [
     "RenderedCall",
     "Route",
     "Shape",
+    "value_text",
 ]
 
 
 #: A call as the tests and tools render it: (name, arguments object).
 RenderedCall = tuple[str, Mapping[str, Any]]
+
+
+def value_text(value: object) -> str:
+    """A parameter's value as the tagged formats write it: a string as itself, any
+    other value as its JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 class Route(NamedTuple):

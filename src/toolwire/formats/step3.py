@@ -24,11 +24,10 @@ instead: the `step3p5` alias of `qwen3_coder`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from toolwire.formats import register
-from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
+from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape, value_text
 from toolwire.syntax.tagged import TaggedParams, Tags
 
 SECTION = ("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>")
@@ -48,7 +47,7 @@ def render(calls: Sequence[RenderedCall]) -> str:
     for name, args in calls:
         out += f'{CALL[0]}function{SEP}<steptml:invoke name="{name}">\n'
         for key, value in args.items():
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            text = value_text(value)
             out += f'<steptml:parameter name="{key}">{text}</steptml:parameter>\n'
         out += f"</steptml:invoke>{CALL[1]}\n"
     return out + SECTION[1]

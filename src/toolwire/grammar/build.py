@@ -459,11 +459,14 @@ class _Builder:
             out.append({"type": "tag", "begin": "", "content": value, "end": _edge(closing[0])})
             out += [_element(p) for p in closing[1:]]
         else:
+            # The value's own close too: the parser reads a JSON value up to it, so a
+            # string inside the value may not hold it (GLM's `</arg_value>` id).
+            excludes = [*self.in_strings, params.close] if self.in_strings else []
             out.append(
                 {
                     "type": "json_schema",
                     "json_schema": dict(schema) or True,
-                    "excludes": self.in_strings,
+                    "excludes": excludes,
                 }
             )
             out += [_element(p) for p in closing]

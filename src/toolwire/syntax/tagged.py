@@ -12,7 +12,10 @@
 That is Qwen3-Coder; GLM, MiniMax and DeepSeek's DSML differ only in their tags, so
 one parser takes the tags as data (`Tags`). Values are typed by the declared schema
 (`values.as_json`). A string value streams as it arrives, escaped fragment by
-fragment; other values are converted once their closing tag is seen. Output is
+fragment; other values are converted once their closing tag is seen. So is a string
+the schema limits to an `enum`: the grammars write such a value as whitespace, one of
+the strings, whitespace (XGrammar's XML styles), so a value that is not one of them but
+is one once its surrounding whitespace is stripped is read stripped. Output is
 append-only: nothing emitted is ever taken back.
 """
 
@@ -96,6 +99,7 @@ class TaggedParams(ArgumentsDrain):
         self._key = ""
         self._kind: str | None = None
         self._nullable = False  # the schema allows null: a string value is held whole
+        self._enum: tuple[str, ...] | None = None  # the schema's strings: held whole too
         self._value: list[str] = []  # buffered raw value (non-string kinds)
         self._started = False  # the current string value emitted its first char
         self._count = 0
@@ -133,6 +137,7 @@ class TaggedParams(ArgumentsDrain):
             or not self._started
             or self._kind != "string"
             or self._nullable
+            or self._enum is not None
             or tags.value[1][0] in text
             or (tags.trim_newline and "\n" in text)
         ):
@@ -250,16 +255,18 @@ class TaggedParams(ArgumentsDrain):
         if not key:
             self._error = "a parameter has no name"
             return
-        nullable = False
+        nullable, enum = False, None
         if self.name is not None:
             nullable = self._tools.parameter_nullable(self.name, key)
             if kind is None:
                 kind = self._tools.parameter_type(self.name, key)
-        self._key, self._kind, self._nullable = key, kind, nullable
+            if kind == "string":
+                enum = self._tools.parameter_enum(self.name, key)
+        self._key, self._kind, self._nullable, self._enum = key, kind, nullable, enum
         self._value, self._started = [], False
         self._out.append((", " if self._count else "") + quote_fragment_key(key))
         self._count += 1
-        if kind == "string" and not nullable:
+        if kind == "string" and not nullable and enum is None:
             self._out.append('"')
 
     def _value_text(self) -> bool:
@@ -290,7 +297,7 @@ class TaggedParams(ArgumentsDrain):
             self._started = True
         if final and trim and text.endswith("\n"):
             text = text[:-1]
-        if self._kind == "string" and not self._nullable:
+        if self._kind == "string" and not self._nullable and self._enum is None:
             if text:
                 self._out.append(quote_fragment(text))
             if final:
@@ -298,7 +305,11 @@ class TaggedParams(ArgumentsDrain):
             return
         self._value.append(text)
         if final:
-            self._out.append(as_json("".join(self._value), self._kind, self._nullable))
+            raw = "".join(self._value)
+            enum = self._enum
+            if enum is not None and raw not in enum and raw.strip(WS) in enum:
+                raw = raw.strip(WS)
+            self._out.append(as_json(raw, self._kind, self._nullable))
 
 
 def quote_fragment_key(key: str) -> str:
