@@ -175,10 +175,14 @@ class AgentServer:
         return [r for r in self.proxy.requests if r.path == path]
 
     def summary(self) -> str:
-        """What the client sent, by field, one request a line (printed with `-s`)."""
+        """What the client sent, by field, one request a line (printed with `-s`): the
+        beta headers, then each top-level field in short."""
         lines = []
         for r in self.proxy.requests:
             line = f"{r.method} {r.path} -> {r.status}"
+            beta = r.headers.get("anthropic-beta") or r.headers.get("x-codex-beta-features")
+            if beta:
+                line += f" beta={beta}"
             if isinstance(r.body, dict):
                 body = r.body
                 fields = {k: _shape(k, v) for k, v in body.items()}

@@ -6,6 +6,8 @@ the version is written once.
 * The tables `scripts/doctables.py` generates (configuration from `OPTIONS`, formats
   from the registry) are what the committed pages hold: `make docs` rewrites them.
 * `toolwire.__version__` is pyproject.toml's version, and no source file writes it.
+* The agent clients' versions the README and docs/agents.md name are the pinned ones
+  (the Makefile's npm pins, the `agents` extra).
 """
 
 from __future__ import annotations
@@ -176,3 +178,23 @@ def test_version_is_written_once() -> None:
     if toolwire.__version__ == "0+unknown":
         pytest.skip("toolwire is not installed (run from a source tree): no metadata to read")
     assert toolwire.__version__ == declared
+
+
+def test_the_tested_agent_versions_are_the_pinned_ones() -> None:
+    """The client versions the README and the agents page name are the ones
+    `make test-agents` installs (the Makefile's npm pins, the `agents` extra's)."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    pins = dict(re.findall(r"^(CODEX|CLAUDE)_VERSION\s*:=\s*(\S+)", makefile, re.MULTILINE))
+    assert set(pins) == {"CODEX", "CLAUDE"}
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        extra = tomllib.load(fh)["project"]["optional-dependencies"]["agents"]
+    sdks = [pin.replace("==", " ") for pin in extra]
+    agents, readme = (
+        " ".join(_prose((ROOT / page).read_text(encoding="utf-8")).split())
+        for page in ("docs/agents.md", "README.md")
+    )
+    for page, text in (("README.md", readme), ("docs/agents.md", agents)):
+        assert f"Codex CLI {pins['CODEX']}" in text, page
+        assert f"Claude Code {pins['CLAUDE']}" in text, page
+    missing = [sdk for sdk in sdks if sdk not in agents]
+    assert missing == [], missing

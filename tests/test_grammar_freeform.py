@@ -6,7 +6,8 @@ The tag is the one the server builds (the tool offered as a function of one stri
 the token ids of the call as the model would write it (the input JSON-escaped inside the
 arguments), and the Lark parser (or Python's `re`) on the raw input is the oracle.
 Inputs carry what JSON escaping changes: quotes, backslashes, newlines, tabs, control
-characters, non-ASCII text.
+characters, non-ASCII text. On every format, the tool's grammar either changes the
+forced tag or the tag's reasons say it is not enforced.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 
 from tests.data import tokenizer_for
 from tests.grammar_support import accepts, compile_tag
-from toolwire.grammar import structural_tag_with_reason
+from toolwire import formats
+from toolwire.grammar import TagResult, structural_tag_with_reason
 from toolwire.grammar.freeform import escaped
 from toolwire.server.core.offer import offer, unwrap
 from toolwire.server.core.request import ChatRequest
@@ -103,3 +105,28 @@ def test_escaping_maps_every_terminal_kind() -> None:
     assert escaped('root ::= "<x"', forced="<") == 'root ::= "\\\\u003cx"'
     with pytest.raises(ValueError):
         escaped('root ::= "\\x4"')
+
+
+def _forced(name: str, spec: dict[str, object]) -> TagResult:
+    tool = {"type": "custom", "custom": {"name": "run", "format": spec}}
+    request = ChatRequest(
+        model="m", messages=[{"role": "user", "content": "x"}], tools=[tool], tool_choice="required"
+    )
+    tok = tokenizer_for("qwen3")
+    return structural_tag_with_reason(
+        name, offer(request).call_tools, tool_choice="required", tokenizer=tok
+    )
+
+
+@pytest.mark.parametrize("name", formats.names())
+def test_every_format_enforces_the_grammar_or_says_it_does_not(name: str) -> None:
+    """Each format's forced tag (on Qwen3's vocabulary) for a custom tool with a regex
+    either differs from the tag of the same tool without a grammar (the grammar is in
+    the call) or names the tool in its reasons as not enforced: never both, never
+    neither."""
+    grammar = {"type": "grammar", "grammar": {"syntax": "regex", "definition": "ZQXJ[0-9]+"}}
+    shaped, free = _forced(name, grammar), _forced(name, {"type": "text"})
+    assert shaped.tag is not None and free.tag is not None, shaped.reasons
+    enforced = json.dumps(shaped.tag) != json.dumps(free.tag)
+    said = any("'run'" in r and "not enforced" in r for r in shaped.reasons)
+    assert enforced != said, (enforced, shaped.reasons)

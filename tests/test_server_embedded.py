@@ -3,6 +3,8 @@
 The server runs as a subprocess, started exactly as a user starts it, on a free port;
 the official `openai` client talks to it. Greedy decoding (temperature 0) keeps the
 runs reproducible; max_tokens stays small so the module runs in well under a minute.
+The forced-call examples of README.md and docs/server.md, sent as written, answer with
+the one call and the finish the pages show.
 """
 
 from __future__ import annotations
@@ -187,3 +189,75 @@ def test_response_format_json_schema(served: Served) -> None:
     jsonschema.validate(json.loads(r.choices[0].message.content), schema)
     r = _call(served, max_tokens=8, response_format={"type": "json_object"})
     assert r.choices[0].message.content.lstrip().startswith("{")
+
+
+# -- the pages' examples answer as they show -----------------------------------------
+
+_ROOT = Path(__file__).resolve().parent.parent
+_EXAMPLE = re.compile(r"curl -s \S*?(/v1/[a-z/]+) .*?-d '(\{.*?\})'", re.DOTALL)
+#: A completed call's finish, as each route writes it.
+_FINISH = {
+    "/v1/chat/completions": ("finish_reason", "tool_calls"),
+    "/v1/responses": ("status", "completed"),
+    "/v1/messages": ("stop_reason", "tool_use"),
+}
+
+
+def _examples() -> list[tuple[str, str, dict[str, Any], str]]:
+    """Each page's curl examples on the bundled model: page, route, body, and the text
+    after the body (the answer the page shows)."""
+    found = []
+    for page in ("README.md", "docs/server.md"):
+        text = (_ROOT / page).read_text(encoding="utf-8")
+        for match in _EXAMPLE.finditer(text):
+            body = json.loads(match[2])
+            if body.get("model") == MODEL and body.get("tools"):
+                found.append((page, match[1], body, text[match.end() : match.end() + 1200]))
+    return found
+
+
+def _calls(route: str, answer: dict[str, Any]) -> list[tuple[str, Any]]:
+    if route == "/v1/chat/completions":
+        message = answer["choices"][0]["message"]
+        return [
+            (c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in message.get("tool_calls") or []
+        ]
+    if route == "/v1/responses":
+        return [
+            (o["name"], json.loads(o["arguments"]))
+            for o in answer["output"]
+            if o["type"] == "function_call"
+        ]
+    return [(b["name"], b["input"]) for b in answer["content"] if b["type"] == "tool_use"]
+
+
+def _finish(route: str, answer: dict[str, Any]) -> Any:
+    key = _FINISH[route][0]
+    return answer["choices"][0][key] if route == "/v1/chat/completions" else answer[key]
+
+
+def test_every_api_has_an_example_on_the_pages() -> None:
+    assert {route for _, route, _, _ in _examples()} == set(_FINISH)
+
+
+@pytest.mark.parametrize(
+    ("page", "route", "body", "shown"),
+    [pytest.param(*example, id=f"{example[0]}:{example[1]}") for example in _examples()],
+)
+def test_the_pages_examples_answer_as_they_show(
+    served: Served, page: str, route: str, body: dict[str, Any], shown: str
+) -> None:
+    """README.md's and docs/server.md's forced-call examples, sent as written: the one
+    call the page shows, and the finish it shows."""
+    headers = {"anthropic-version": "2023-06-01", "x-api-key": "none"}
+    response = httpx.post(served.url + route, json=body, headers=headers, timeout=120)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    key, done = _FINISH[route]
+    assert f'"{key}": "{done}"' in shown, f"{page} shows no {key} {done}"
+    assert shown.count('"name": "get_weather"') == 1, f"{page} shows one call"
+    assert (_calls(route, answer), _finish(route, answer)) == (
+        [("get_weather", {"city": "Paris"})],
+        done,
+    ), answer

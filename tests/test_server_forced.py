@@ -1,5 +1,6 @@
 """Forced calls end at the call, a cut call is never prose, and custom (freeform) tools,
-in every API, streamed and whole.
+in every API, streamed and whole; `allowed_tools` (every tool in the prompt, calls to the
+listed ones).
 
 A scripted vLLM or SGLang upstream (tests/serving.py, Qwen3's vocabulary, gated) answers
 with more than the request allows: a call and then a second call and text, or a call cut
@@ -28,6 +29,7 @@ import pytest
 
 from tests.serving import (
     CALL,
+    GET_TIME,
     GET_WEATHER,
     MODEL,
     STREAM,
@@ -402,3 +404,62 @@ def test_custom_tool_errors_name_the_field(rig: Rig) -> None:
     body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
     response = httpx.post(rig.url + "/v1/messages", json={**body, "tools": [tool]}, timeout=20)
     assert response.status_code == 400 and "tools.0.format" in response.text
+
+
+# -- allowed_tools: every tool in the prompt, calls to the listed ones ---------------
+
+
+def _allowed(api: str, mode: str, names: list[str]) -> dict[str, Any]:
+    if api == "chat":
+        refs = [{"type": "function", "function": {"name": n}} for n in names]
+        return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": refs}}
+    refs = [{"type": "function", "name": n} for n in names]
+    return {"type": "allowed_tools", "mode": mode, "tools": refs}
+
+
+TIME_CALL = '<tool_call>\n{"name": "get_time", "arguments": {"timezone": "UTC"}}\n</tool_call>'
+
+
+@STREAM
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("mode", ["required", "auto"])
+def test_allowed_tools_keep_every_tool_in_the_prompt_and_calls_to_the_listed(
+    rig: Rig, api: str, stream: bool, mode: str
+) -> None:
+    """Two tools declared, `allowed_tools` lists one: the prompt declares both (as
+    OpenAI's: the prompt does not change with the choice), the structural tag sent
+    upstream lets a call name the listed tool only, and its call comes back."""
+    tools = [GET_WEATHER, GET_TIME]
+    rig.script(TIME_CALL, end=True)
+    reply = turn(
+        rig,
+        api,
+        stream,
+        tools=tools if api == "chat" else responses_tools(tools),
+        tool_choice=_allowed(api, mode, ["get_time"]),
+        parallel_tool_calls=False,
+    )
+    assert [(name, json.loads(args)) for name, args, _ in reply["calls"]] == [
+        ("get_time", {"timezone": "UTC"})
+    ]
+    assert reply["text"] == "" and reply["finish"] == DONE[api]
+    prompt = rig.tok.decode(rig.prompt())
+    assert '"name": "get_weather"' in prompt and '"name": "get_time"' in prompt
+    tag = json.dumps(rig.tag())
+    assert "get_time" in tag and "get_weather" not in tag
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_call_to_a_tool_allowed_tools_leaves_out_is_no_call(rig: Rig, api: str) -> None:
+    """An upstream that ignores the grammar and calls the declared tool the list leaves
+    out: that call is not returned as a call."""
+    tools = [GET_WEATHER, GET_TIME]
+    rig.script(CALL, end=True)
+    reply = turn(
+        rig,
+        api,
+        False,
+        tools=tools if api == "chat" else responses_tools(tools),
+        tool_choice=_allowed(api, "auto", ["get_time"]),
+    )
+    assert [name for name, _, _ in reply["calls"]] == []
