@@ -153,10 +153,15 @@ def test_errors_in_openai_shape(served: Served) -> None:
 @EVERY_API
 def test_a_dropped_request_frees_the_engine(served: Served, api: Api) -> None:
     """A client that leaves a non-streaming request, on any API, stops its generation:
-    the next request does not wait for the abandoned one's tokens (about 120 here)."""
+    the next request does not wait for the abandoned one's tokens (about 120 here).
+
+    The bound is the machine's own pace, measured in the same test: the next request
+    may take its own time (`short`) and less than half of what the abandoned
+    generation takes when it runs to its end (`full`), which is what it would wait for
+    if that generation went on."""
     started = time.monotonic()
     _call(served, max_tokens=4)
-    short = time.monotonic() - started  # the machine's pace now, for comparison
+    short = time.monotonic() - started
     abandoned = _metric(served, "toolwire_abandoned_requests_total")
     count = "Count from 1 to 500, one number per line."
     body = api.body(count, max_tokens=1500, model=MODEL, temperature=0)
@@ -167,7 +172,11 @@ def test_a_dropped_request_frees_the_engine(served: Served, api: Api) -> None:
     took = time.monotonic() - started
     assert r.choices[0].finish_reason == "length"
     assert _metric(served, "toolwire_abandoned_requests_total") == abandoned + 1
-    assert took < max(5.0, 5 * short), (took, short)
+    started = time.monotonic()
+    whole = httpx.post(served.url + api.path, json=body, timeout=600)
+    full = time.monotonic() - started
+    assert whole.status_code == 200, whole.text
+    assert took < short + (full - short) / 2, (took, short, full)
 
 
 def _metric(served: Served, name: str) -> float:
