@@ -154,6 +154,17 @@ def test_serve_args_name_the_renderer_and_the_parser() -> None:
     assert done.returncode == 2 and "unknown format 'nope'" in done.stderr
 
 
+def test_the_pages_show_the_command_serve_args_prints() -> None:
+    """README.md and docs/vllm.md show `vllm serve` with `--serve-args qwen3`, and the
+    flags they spell out are the ones it prints."""
+    command = "vllm serve Qwen/Qwen3-8B $(python -m toolwire.integrations.vllm --serve-args qwen3)"
+    spelled = "# the same as: " + " ".join(serve_args("qwen3"))
+    for page in (ROOT / "README.md", ROOT / "docs" / "vllm.md"):
+        lines = [line.strip() for line in page.read_text(encoding="utf-8").splitlines()]
+        assert command in lines, page.name
+        assert lines[lines.index(command) + 1] == spelled, page.name
+
+
 # -- parity with vLLM's own renderer (in vLLM's venvs) ----------------------------------------
 
 #: The vLLM venvs the renderer is checked in: the CPU build that runs here, and 0.33.
