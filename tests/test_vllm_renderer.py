@@ -9,6 +9,10 @@ without the generation prompt, through vLLM's chat serving path
 `toolwire` equal those from `hf`, and a request vLLM's renderer refuses is refused by
 toolwire's too, except where vLLM's Jinja sandbox refuses a template's own list
 mutation (Kimi K2's `append`), which toolwire's sandbox allows.
+
+Startup: through vLLM's own `renderer_from_config` (`tests/vllm_startup.py`, in each
+vLLM venv), the settings the renderer cannot serve (no tokenizer, prompt embeddings,
+gpt-oss) end the startup with an error naming them.
 """
 
 from __future__ import annotations
@@ -179,9 +183,12 @@ CONFIG_TOKENS = {"llama3": {"bos_token": "<|begin_of_text|>"}}
 SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token")
 #: vLLM's sandbox refusing a template's own list mutation (toolwire's allows it).
 SANDBOX_REFUSAL = "access to attribute 'append' of 'list' object is unsafe"
-#: The environment of a vLLM subprocess: no hub, no usage report.
+#: The environment of a vLLM subprocess: no hub, no usage report, and the CPU platform
+#: (vLLM 0.33's PyPI build is a GPU build: without a GPU it cannot infer the device and
+#: refuses to build a config; the renderers never touch the device).
 ENV = {
     **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TMPDIR")},
+    "VLLM_TARGET_DEVICE": "cpu",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
@@ -319,3 +326,71 @@ def test_renderer_ids_equal_vllms_own_renderer(venv: str, tmp_path: Path) -> Non
     assert not differ, differ
     assert len(thinking) <= 2  # gpt-oss's two variable sets
     assert len(both) >= 0.8 * len(cases)
+
+
+def _startup_job(dest: Path) -> dict[str, Any]:
+    """The settings vLLM's startup builds the renderer with: as served (the tiny Qwen3's
+    config and Qwen3's vocabulary), `--skip-tokenizer-init`, `--enable-prompt-embeds`,
+    and a gpt-oss model (its config and vocabulary)."""
+    qwen3 = str(_model_folder("qwen3", dest))
+    gpt_oss = _model_folder("gpt_oss", dest)
+    config = json.loads((gpt_oss / "config.json").read_text(encoding="utf-8"))
+    config.update(
+        architectures=["GptOssForCausalLM"],
+        model_type="gpt_oss",
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
+    (gpt_oss / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return {
+        "settings": {
+            "served": {"folder": qwen3, "fields": {}},
+            "skip_tokenizer_init": {"folder": qwen3, "fields": {"skip_tokenizer_init": True}},
+            "prompt_embeds": {"folder": qwen3, "fields": {"enable_prompt_embeds": True}},
+            "gpt_oss": {"folder": str(gpt_oss), "fields": {}},
+        }
+    }
+
+
+#: What each refused setting's startup error says (the served one builds the renderer).
+STARTUP_REFUSALS = {
+    "skip_tokenizer_init": "needs a tokenizer (no --skip-tokenizer-init)",
+    "prompt_embeds": "does not take --enable-prompt-embeds",
+    "gpt_oss": "vLLM renders gpt-oss chats with openai-harmony",
+}
+
+
+@pytest.mark.vllm_real
+@pytest.mark.skipif(
+    os.environ.get("TOOLWIRE_VLLM_REAL") != "1",
+    reason="builds vLLM's renderer in its venvs: `make test-vllm` (TOOLWIRE_VLLM_REAL=1)",
+)
+@pytest.mark.parametrize("venv", sorted(VLLM_VENVS))
+def test_what_the_renderer_cannot_serve_stops_vllms_startup(venv: str, tmp_path: Path) -> None:
+    """Through vLLM's own startup path (`renderer_from_config`), the settings under
+    which vLLM would bypass toolwire's renderer or splice in what it cannot isolate end
+    the startup with a ValueError that names the flag or the model; the served setting
+    builds `ToolwireRenderer`."""
+    python = VLLM_VENVS[venv]
+    if python is None or not python.is_file():
+        pytest.skip(f"needs {venv}'s venv (make .venv-vllm / make .venv-bench)")
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(_startup_job(tmp_path)), encoding="utf-8")
+    result = tmp_path / "result.json"
+    done = subprocess.run(
+        [str(python), str(ROOT / "tests" / "vllm_startup.py"), str(job), str(result)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env=ENV,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(result.read_text(encoding="utf-8"))
+    settings = out["settings"]
+    print(f"\n{venv} (vLLM {out['vllm']}) startup: {json.dumps(settings)}")
+    assert settings["served"] == {"renderer": "ToolwireRenderer"}
+    for name, says in STARTUP_REFUSALS.items():
+        error = settings[name].get("error", "")
+        assert error.startswith("ValueError: --tokenizer-mode toolwire"), (name, settings[name])
+        assert says in error, (name, error)
