@@ -316,10 +316,12 @@ def test_renderer_ids_equal_vllms_own_renderer(venv: str, tmp_path: Path) -> Non
     by_id = {c["id"]: c for c in cases}
     thinking = [i for i in differ if reads_thinking(by_id[i]) and has_reasoning(by_id[i])]
     differ = [i for i in differ if i not in thinking]
-    templates = {c["id"].rsplit("/", 2)[0] for c in both}
+    templates = {c["id"].rsplit("/", 2)[0] for c in cases}
+    variable_sets = {c["id"].rsplit("/", 1)[0] for c in cases}
     print(
         f"\n{venv} (vLLM {out['vllm']}): {len(cases)} requests over {len(templates)} "
-        f"template x variable sets; {len(both)} rendered by both, {len(differ)} differ; "
+        f"templates ({len(variable_sets)} template x variable sets); "
+        f"{len(both)} rendered by both, {len(differ)} differ; "
         f"{len(refused)} refused by vLLM's renderer ({len(sandbox)} by its sandbox, "
         f"rendered by toolwire's); {len(thinking)} differ by `message.thinking`"
     )
