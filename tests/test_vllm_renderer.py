@@ -9,6 +9,10 @@ without the generation prompt, through vLLM's chat serving path
 `toolwire` equal those from `hf`, and a request vLLM's renderer refuses is refused by
 toolwire's too, except where vLLM's Jinja sandbox refuses a template's own list
 mutation (Kimi K2's `append`), which toolwire's sandbox allows.
+
+Startup: through vLLM's own `renderer_from_config` (`tests/vllm_startup.py`, in each
+vLLM venv), the settings the renderer cannot serve (no tokenizer, prompt embeddings,
+gpt-oss) end the startup with an error naming them.
 """
 
 from __future__ import annotations
@@ -154,6 +158,17 @@ def test_serve_args_name_the_renderer_and_the_parser() -> None:
     assert done.returncode == 2 and "unknown format 'nope'" in done.stderr
 
 
+def test_the_pages_show_the_command_serve_args_prints() -> None:
+    """README.md and docs/vllm.md show `vllm serve` with `--serve-args qwen3`, and the
+    flags they spell out are the ones it prints."""
+    command = "vllm serve Qwen/Qwen3-8B $(python -m toolwire.integrations.vllm --serve-args qwen3)"
+    spelled = "# the same as: " + " ".join(serve_args("qwen3"))
+    for page in (ROOT / "README.md", ROOT / "docs" / "vllm.md"):
+        lines = [line.strip() for line in page.read_text(encoding="utf-8").splitlines()]
+        assert command in lines, page.name
+        assert lines[lines.index(command) + 1] == spelled, page.name
+
+
 # -- parity with vLLM's own renderer (in vLLM's venvs) ----------------------------------------
 
 #: The vLLM venvs the renderer is checked in: the CPU build that runs here, and 0.33.
@@ -168,9 +183,12 @@ CONFIG_TOKENS = {"llama3": {"bos_token": "<|begin_of_text|>"}}
 SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token")
 #: vLLM's sandbox refusing a template's own list mutation (toolwire's allows it).
 SANDBOX_REFUSAL = "access to attribute 'append' of 'list' object is unsafe"
-#: The environment of a vLLM subprocess: no hub, no usage report.
+#: The environment of a vLLM subprocess: no hub, no usage report, and the CPU platform
+#: (vLLM 0.33's PyPI build is a GPU build: without a GPU it cannot infer the device and
+#: refuses to build a config; the renderers never touch the device).
 ENV = {
     **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TMPDIR")},
+    "VLLM_TARGET_DEVICE": "cpu",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
@@ -298,13 +316,83 @@ def test_renderer_ids_equal_vllms_own_renderer(venv: str, tmp_path: Path) -> Non
     by_id = {c["id"]: c for c in cases}
     thinking = [i for i in differ if reads_thinking(by_id[i]) and has_reasoning(by_id[i])]
     differ = [i for i in differ if i not in thinking]
-    templates = {c["id"].rsplit("/", 2)[0] for c in both}
+    templates = {c["id"].rsplit("/", 2)[0] for c in cases}
+    variable_sets = {c["id"].rsplit("/", 1)[0] for c in cases}
     print(
         f"\n{venv} (vLLM {out['vllm']}): {len(cases)} requests over {len(templates)} "
-        f"template x variable sets; {len(both)} rendered by both, {len(differ)} differ; "
+        f"templates ({len(variable_sets)} template x variable sets); "
+        f"{len(both)} rendered by both, {len(differ)} differ; "
         f"{len(refused)} refused by vLLM's renderer ({len(sandbox)} by its sandbox, "
         f"rendered by toolwire's); {len(thinking)} differ by `message.thinking`"
     )
     assert not differ, differ
     assert len(thinking) <= 2  # gpt-oss's two variable sets
     assert len(both) >= 0.8 * len(cases)
+
+
+def _startup_job(dest: Path) -> dict[str, Any]:
+    """The settings vLLM's startup builds the renderer with: as served (the tiny Qwen3's
+    config and Qwen3's vocabulary), `--skip-tokenizer-init`, `--enable-prompt-embeds`,
+    and a gpt-oss model (its config and vocabulary)."""
+    qwen3 = str(_model_folder("qwen3", dest))
+    gpt_oss = _model_folder("gpt_oss", dest)
+    config = json.loads((gpt_oss / "config.json").read_text(encoding="utf-8"))
+    config.update(
+        architectures=["GptOssForCausalLM"],
+        model_type="gpt_oss",
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
+    (gpt_oss / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return {
+        "settings": {
+            "served": {"folder": qwen3, "fields": {}},
+            "skip_tokenizer_init": {"folder": qwen3, "fields": {"skip_tokenizer_init": True}},
+            "prompt_embeds": {"folder": qwen3, "fields": {"enable_prompt_embeds": True}},
+            "gpt_oss": {"folder": str(gpt_oss), "fields": {}},
+        }
+    }
+
+
+#: What each refused setting's startup error says (the served one builds the renderer).
+STARTUP_REFUSALS = {
+    "skip_tokenizer_init": "needs a tokenizer (no --skip-tokenizer-init)",
+    "prompt_embeds": "does not take --enable-prompt-embeds",
+    "gpt_oss": "vLLM renders gpt-oss chats with openai-harmony",
+}
+
+
+@pytest.mark.vllm_real
+@pytest.mark.skipif(
+    os.environ.get("TOOLWIRE_VLLM_REAL") != "1",
+    reason="builds vLLM's renderer in its venvs: `make test-vllm` (TOOLWIRE_VLLM_REAL=1)",
+)
+@pytest.mark.parametrize("venv", sorted(VLLM_VENVS))
+def test_what_the_renderer_cannot_serve_stops_vllms_startup(venv: str, tmp_path: Path) -> None:
+    """Through vLLM's own startup path (`renderer_from_config`), the settings under
+    which vLLM would bypass toolwire's renderer or splice in what it cannot isolate end
+    the startup with a ValueError that names the flag or the model; the served setting
+    builds `ToolwireRenderer`."""
+    python = VLLM_VENVS[venv]
+    if python is None or not python.is_file():
+        pytest.skip(f"needs {venv}'s venv (make .venv-vllm / make .venv-bench)")
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(_startup_job(tmp_path)), encoding="utf-8")
+    result = tmp_path / "result.json"
+    done = subprocess.run(
+        [str(python), str(ROOT / "tests" / "vllm_startup.py"), str(job), str(result)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env=ENV,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(result.read_text(encoding="utf-8"))
+    settings = out["settings"]
+    print(f"\n{venv} (vLLM {out['vllm']}) startup: {json.dumps(settings)}")
+    assert settings["served"] == {"renderer": "ToolwireRenderer"}
+    for name, says in STARTUP_REFUSALS.items():
+        error = settings[name].get("error", "")
+        assert error.startswith("ValueError: --tokenizer-mode toolwire"), (name, settings[name])
+        assert says in error, (name, error)
