@@ -36,14 +36,20 @@ def attributes(text: str) -> tuple[str, str | None]:
     return match[1], "string" if match[2] == "true" else "any"
 
 
-TAGS = Tags(
-    name=("", '">'),
-    key=(f'<{DSML}parameter name="', '">'),
-    value=("", f"</{DSML}parameter>"),
-    end="",
-    trim_newline=False,
-    attributes=attributes,
-)
+def dsml_tags(tag: str = DSML) -> Tags:
+    """The tagged syntax's tags of DSML parameters, `tag` being the word (and any space)
+    that follows `<` in every tag."""
+    return Tags(
+        name=("", '">'),
+        key=(f'<{tag}parameter name="', '">'),
+        value=("", f"</{tag}parameter>"),
+        end="",
+        trim_newline=False,
+        attributes=attributes,
+    )
+
+
+TAGS = dsml_tags()
 
 
 def render_dsml(

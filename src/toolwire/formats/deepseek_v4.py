@@ -21,9 +21,9 @@ from dataclasses import replace
 from typing import Any
 
 from toolwire.formats import register
-from toolwire.formats.deepseek_v32 import DEEPSEEK_V32, DSML, attributes, render_dsml
+from toolwire.formats.deepseek_v32 import DEEPSEEK_V32, DSML, dsml_tags, render_dsml
 from toolwire.formats.spec import CallContext, Format, Params, RenderedCall, Shape
-from toolwire.syntax.tagged import TaggedParams, Tags
+from toolwire.syntax.tagged import TaggedParams
 
 
 def render(calls: Sequence[RenderedCall]) -> str:
@@ -50,14 +50,7 @@ def dsml_variant(
     the tagged syntax, the renderer and the grammar's parameters follow together.
     `fields` replace any other field of the format (its reasoning, marks...)."""
     tag = word + space
-    tags = Tags(
-        name=("", '">'),
-        key=(f'<{tag}parameter name="', '">'),
-        value=("", f"</{tag}parameter>"),
-        end="",
-        trim_newline=False,
-        attributes=attributes,
-    )
+    tags = dsml_tags(tag)
 
     def render(calls: Sequence[RenderedCall]) -> str:
         return render_dsml(calls, wrapper, space=space, word=word)
