@@ -573,3 +573,43 @@ def test_shared_rules_hold_one_copy_of_the_string_rules_whatever_the_tools() -> 
         per_tool = [h for h in re.findall(r"^(\w+) ::= ", str(elements), re.M) if "exclude" in h]
         assert len(per_tool) >= n * counts[-1]  # as built, each tool had its own copy
     assert counts[0] == counts[1] > 0
+
+
+# -- a vocabulary's grammar views, built from the tokenizers backend --------------------
+
+
+VIEWED = ["hermes", "gpt_oss", "gemma4", "llama3_json", "deepseek_v32"]
+
+
+@pytest.mark.parametrize("fmt", VIEWED)
+def test_xgrammars_view_of_a_vocabulary_is_its_own_hugging_face_reading(fmt: str) -> None:
+    """`tokenizer_info` reads the `tokenizers` backend directly (no `transformers`
+    wrapper): the same vocabulary, metadata and special ids as
+    `TokenizerInfo.from_huggingface` on the wrapped tokenizer."""
+    import transformers
+
+    from toolwire.grammar.preflight import _from_backend
+
+    tok = cases.tokenizer(fmt)
+    direct = _from_backend(xgr, tok)
+    assert direct is not None
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok.backend)
+    wrapped = xgr.TokenizerInfo.from_huggingface(
+        fast, vocab_size=tok.vocab_size, stop_token_ids=sorted(tok.eos_ids) or None
+    )
+    assert direct.dump_metadata() == wrapped.dump_metadata()
+    assert direct.decoded_vocab == wrapped.decoded_vocab
+    assert list(direct.special_token_ids) == list(wrapped.special_token_ids)
+
+
+@pytest.mark.parametrize("fmt", VIEWED)
+def test_llguidance_reads_every_added_token_as_special(fmt: str) -> None:
+    """The vocabulary llguidance is given is the tokenizer's own `tokenizer.json` with
+    each added token's `special` set, and nothing else changed."""
+    from toolwire.grammar.guidance import _all_added_special, _tokenizer_json
+
+    text = _tokenizer_json(cases.tokenizer(fmt))
+    expected = json.loads(text)
+    for token in expected["added_tokens"]:
+        token["special"] = True
+    assert json.loads(_all_added_special(text)) == expected

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -136,11 +137,8 @@ def ll_tokenizer(tokenizer: Tokenizer, stop_ids: Iterable[int] | None = None) ->
             shared = _BY_VOCABULARY.get(key)
         if shared is not None:  # the same vocabulary under another Tokenizer object
             return shared
-        vocabulary = json.loads(text)
-        for added in vocabulary.get("added_tokens", ()):
-            added["special"] = True  # so no text lexeme can write its id
         built = llg.LLTokenizer(
-            json.dumps(vocabulary),
+            _all_added_special(text),
             n_vocab=tokenizer.vocab_size,
             eos_token=list(stops) or None,
             slices=[*llg.LLTokenizer.general_slices(), *SLICES],
@@ -165,6 +163,25 @@ def upstream_specials(tokenizer: Tokenizer) -> frozenset[int]:
 
     found: frozenset[int] = _once(tokenizer, "upstream specials", build)
     return found
+
+
+_ADDED = re.compile(r'"added_tokens"\s*:\s*')
+
+
+def _all_added_special(text: str) -> str:
+    """`tokenizer.json` with every added token marked special (so no text lexeme can
+    write its id). Only the `added_tokens` array is decoded and re-encoded: the whole
+    document (a 150k vocabulary and its merges) would take a second each way."""
+    found = _ADDED.search(text)
+    if found is None:
+        return text
+    added, end = json.JSONDecoder().raw_decode(text, found.end())
+    if not isinstance(added, list):
+        return text
+    for token in added:
+        if isinstance(token, dict):
+            token["special"] = True
+    return text[: found.end()] + json.dumps(added) + text[end:]
 
 
 def _tokenizer_json(tokenizer: Tokenizer) -> str:

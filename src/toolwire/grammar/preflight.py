@@ -76,14 +76,46 @@ def tokenizer_info(tokenizer: Tokenizer) -> Any:
     cached = _INFOS.get(tokenizer)
     if cached is not None:
         return cached
-    fast = importlib.import_module("transformers").PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer.backend
-    )
-    info = xgr.TokenizerInfo.from_huggingface(
-        fast, vocab_size=tokenizer.vocab_size, stop_token_ids=sorted(tokenizer.eos_ids) or None
-    )
+    info = _from_backend(xgr, tokenizer)
+    if info is None:
+        fast = importlib.import_module("transformers").PreTrainedTokenizerFast(
+            tokenizer_object=tokenizer.backend
+        )
+        info = xgr.TokenizerInfo.from_huggingface(
+            fast, vocab_size=tokenizer.vocab_size, stop_token_ids=sorted(tokenizer.eos_ids) or None
+        )
     _INFOS[tokenizer] = info
     return info
+
+
+def _from_backend(xgr: Any, tokenizer: Tokenizer) -> Any:
+    """`TokenizerInfo.from_huggingface`'s fast-tokenizer branch, read from the
+    `tokenizers` backend itself (no `transformers` wrapper, whose construction copies
+    the whole backend): the same vocabulary, metadata and stop ids. None where that
+    branch would need the wrapper (a vocabulary whose type contradicts the
+    tokenizer's metadata) or XGrammar no longer has these helpers."""
+    backend = tokenizer.backend
+    detect = getattr(xgr.TokenizerInfo, "_detect_metadata_from_hf", None)
+    by_vocab = getattr(xgr.TokenizerInfo, "_detect_vocab_type_from_vocab", None)
+    if detect is None or by_vocab is None or not hasattr(backend, "to_str"):
+        return None
+    vocab: dict[str, int] = backend.get_vocab(with_added_tokens=True)
+    metadata = detect(backend.to_str())
+    seen = by_vocab(vocab)
+    if seen is not None and seen != metadata["vocab_type"]:
+        return None
+    size = tokenizer.vocab_size
+    encoded = [""] * size
+    for token, index in vocab.items():
+        if index < size:
+            encoded[index] = token
+    return xgr.TokenizerInfo(
+        encoded,
+        vocab_type=metadata["vocab_type"],
+        vocab_size=size,
+        stop_token_ids=sorted(tokenizer.eos_ids) or None,
+        add_prefix_space=metadata["add_prefix_space"],
+    )
 
 
 def compiler(tokenizer: Tokenizer) -> Any:
