@@ -433,7 +433,7 @@ class Idle:
             self.closed += 1
 
 
-TOKEN_TIMEOUT = 1.0
+TOKEN_TIMEOUT = 0.4
 
 
 @pytest.fixture(scope="module", params=["vllm", "sglang"])
