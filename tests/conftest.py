@@ -22,8 +22,10 @@ tier with the data present.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Generator
@@ -78,10 +80,12 @@ INTEGRATION: dict[str, str] = {
 }
 
 # `toolwire serve` started by tests keeps its stored responses in this run's own file,
-# not in the user's cache directory (tests of the default path pass their own).
-os.environ.setdefault(
-    "TOOLWIRE_STORE", os.path.join(tempfile.mkdtemp(prefix="toolwire-test-"), "responses.sqlite3")
-)
+# not in the user's cache directory (tests of the default path pass their own); the
+# folder goes with the run.
+if "TOOLWIRE_STORE" not in os.environ:
+    _STORE = tempfile.mkdtemp(prefix="toolwire-test-")
+    atexit.register(shutil.rmtree, _STORE, True)
+    os.environ["TOOLWIRE_STORE"] = os.path.join(_STORE, "responses.sqlite3")
 
 #: Property-test examples per tier (TOOLWIRE_EXAMPLES overrides both).
 EXAMPLES = {"fast": 50, "full": 200}

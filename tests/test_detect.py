@@ -167,7 +167,7 @@ def test_detect_refuses_what_is_not_a_tokenizer_or_a_readable_template(tmp_path:
 # Runs in a fresh interpreter: the formats it registers must not leak into other tests.
 _LATER = textwrap.dedent(
     r"""
-    import dataclasses, json, sys, tempfile
+    import dataclasses, json, shutil, sys, tempfile
     from pathlib import Path
     from tokenizers import AddedToken, Tokenizer as Backend, decoders, models, pre_tokenizers
     from toolwire import formats, load_tokenizer
@@ -192,6 +192,7 @@ _LATER = textwrap.dedent(
     )
     (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": relay_template}))
     tok = load_tokenizer(folder)
+    shutil.rmtree(folder)  # read whole: the folder is not needed again
 
     before = formats.detect(tok)
     assert before.format is None, before

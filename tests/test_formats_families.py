@@ -354,10 +354,11 @@ def _suffixed(tok: Any, suffix: str) -> Any:
     for entry in vocab["added_tokens"]:
         if hunyuan._STRUCTURAL.fullmatch(entry["content"]):
             entry["content"] = entry["content"][:-1] + suffix + ">"
-    folder = Path(tempfile.mkdtemp(prefix="toolwire-hunyuan-"))
-    with gzip.open(folder / "tokenizer.json.gz", "wt", encoding="utf-8") as fh:
-        json.dump(vocab, fh)
-    return load_tokenizer(folder)
+    with tempfile.TemporaryDirectory(prefix="toolwire-hunyuan-") as name:
+        folder = Path(name)
+        with gzip.open(folder / "tokenizer.json.gz", "wt", encoding="utf-8") as fh:
+            json.dump(vocab, fh)
+        return load_tokenizer(folder)
 
 
 def message_with(tok: Any, name: str, text: str) -> Message:
