@@ -25,6 +25,13 @@ vocabulary, which toolwire refuses as an engine error; only with guidance off, s
 tag's mask excludes those ids) still counts if its first output came before; the counts
 are printed, and so is how many tags each server built (its metrics), to show the
 setting took. The machine may be shared: alternating blocks and medians are the result.
+
+Where guidance's time goes: the same blocks also run `direct on` and `direct off`, the
+very `/v1/completions` request toolwire sends vLLM (captured once through a pass-through
+proxy between a third `toolwire serve` and vLLM), with and without its
+`structured_outputs`, sent to vLLM itself. `direct on / direct off` is vLLM's own cost
+of the constraint (its structured-output set-up and per-step masks on CPU); what the
+through ratio adds beyond it is toolwire's.
 """
 
 from __future__ import annotations
@@ -34,19 +41,23 @@ import asyncio
 import json
 import re
 import statistics
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import httpx
+from aiohttp import web
 from tests.data import data_path
 
-from bench.proxy import ROOT, SERVED, _has_output, settle, toolwire, vllm_server
+from bench.proxy import ROOT, SERVED, _has_output, free_port, settle, toolwire, vllm_server
 from toolwire.check.corpus import bfcl_folder, load_bfcl
 
 ASK = [{"role": "user", "content": "What is the area of a triangle of base 3 and height 4?"}]
-SETTINGS = ("on", "off")
+SETTINGS = ("on", "off", "direct on", "direct off")
 
 
 def bfcl_tools(count: int) -> list[dict[str, Any]]:
@@ -101,6 +112,68 @@ async def batch(url: str, body: dict[str, Any], streams: int) -> list[tuple[floa
         return await asyncio.gather(*(first_output(session, url, body) for _ in range(streams)))
 
 
+@contextmanager
+def capturing(upstream: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(URL, bodies): a pass-through proxy to `upstream` on its own thread, recording
+    the JSON body of every POST it forwards."""
+    captured: list[dict[str, Any]] = []
+    port = free_port()
+    loop = asyncio.new_event_loop()
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        data = await request.read()
+        if request.method == "POST" and data:
+            captured.append(json.loads(data))
+        headers = {"content-type": request.headers.get("content-type", "application/json")}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.request(
+                request.method, upstream + request.path_qs, data=data, headers=headers
+            ) as reply,
+        ):
+            out = web.StreamResponse(
+                status=reply.status,
+                headers={"content-type": reply.headers.get("content-type", "application/json")},
+            )
+            await out.prepare(request)
+            async for chunk in reply.content.iter_any():
+                await out.write(chunk)
+            await out.write_eof()
+            return out
+
+    async def start() -> web.AppRunner:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", forward)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        return runner
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    runner = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
+    try:
+        yield f"http://127.0.0.1:{port}", captured
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def upstream_bodies(
+    vllm: str, model: Path, source: str, body: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The completion request `toolwire serve` (guidance on) sends vLLM for `body`, and
+    the same request without its constraint."""
+    with capturing(vllm) as (proxy, captured), toolwire(proxy, model, source) as (url, _):
+        asyncio.run(batch(f"{url}/v1/chat/completions", body, 1))
+    sent = next(b for b in captured if "prompt" in b)
+    if "structured_outputs" not in sent:
+        raise SystemExit(f"toolwire sent no constraint: {sorted(sent)}")
+    bare = {k: v for k, v in sent.items() if k != "structured_outputs"}
+    return sent, bare
+
+
 def tags_measured(url: str) -> float:
     """How many distinct tags the server has built and measured for its upstream (its
     `toolwire_grammar_compile_seconds` count): 1 with guidance on, 0 off."""
@@ -136,11 +209,19 @@ def main() -> int:
         toolwire(url, model, args.toolwire_src, ["--guidance", "off"]) as (off_url, off_pid),
     ):
         servers = {"on": on_url, "off": off_url}
+        constrained, bare = upstream_bodies(url, model, args.toolwire_src, body)
+        targets = {
+            "on": (f"{on_url}/v1/chat/completions", body),
+            "off": (f"{off_url}/v1/chat/completions", body),
+            "direct on": (f"{url}/v1/completions", constrained),
+            "direct off": (f"{url}/v1/completions", bare),
+        }
+        for where, sent in targets.values():  # warm-up: template, tag, vLLM's compile
+            for _ in range(2):
+                asyncio.run(batch(where, sent, 2))
         for setting, where in servers.items():
             policy = httpx.get(f"{where}/health/ready", timeout=10).json()["guidance"]
             print(f"guidance {setting}: {policy}")
-            for _ in range(2):  # warm-up: template, tag, vLLM's compile
-                asyncio.run(batch(f"{where}/v1/chat/completions", body, 2))
         settle(on_pid)
         settle(off_pid)
         names = ", ".join(t["function"]["name"] for t in tools)
@@ -148,9 +229,9 @@ def main() -> int:
         for index in range(args.blocks):
             for setting in SETTINGS:
                 results = []
+                where, sent = targets[setting]
                 for _ in range(args.batches):
-                    where = f"{servers[setting]}/v1/chat/completions"
-                    results += asyncio.run(batch(where, body, args.streams))
+                    results += asyncio.run(batch(where, sent, args.streams))
                 ttft = [t for t, _ in results if t is not None]
                 block = {
                     "block": index,
@@ -162,7 +243,7 @@ def main() -> int:
                 }
                 blocks.append(block)
                 print(
-                    f"  block {index} guidance {setting:3s} TTFT p50 {block['p50_ms']} ms "
+                    f"  block {index} guidance {setting:10s} TTFT p50 {block['p50_ms']} ms "
                     f"({len(ttft)} requests, {block['errors']} errors, "
                     f"{block['no_output']} without output)",
                     flush=True,
@@ -178,13 +259,22 @@ def main() -> int:
         }
     for key in ("median_block_p50_ms", "p50_all_ms"):
         summary[f"ratio_{key}"] = round(summary["on"][key] / summary["off"][key], 3)
+        direct = summary["direct on"][key] / summary["direct off"][key]
+        summary[f"direct_ratio_{key}"] = round(direct, 3)
     print(
         f"\nguidance on:  median of block p50 {summary['on']['median_block_p50_ms']} ms, "
         f"p50 of all {summary['on']['p50_all_ms']} ms\n"
         f"guidance off: median of block p50 {summary['off']['median_block_p50_ms']} ms, "
         f"p50 of all {summary['off']['p50_all_ms']} ms\n"
         f"on/off: {summary['ratio_median_block_p50_ms']} (block p50s), "
-        f"{summary['ratio_p50_all_ms']} (all requests)"
+        f"{summary['ratio_p50_all_ms']} (all requests)\n"
+        f"direct on:  median of block p50 {summary['direct on']['median_block_p50_ms']} ms, "
+        f"p50 of all {summary['direct on']['p50_all_ms']} ms\n"
+        f"direct off: median of block p50 {summary['direct off']['median_block_p50_ms']} ms, "
+        f"p50 of all {summary['direct off']['p50_all_ms']} ms\n"
+        f"direct on/off (vLLM's own cost of the constraint): "
+        f"{summary['direct_ratio_median_block_p50_ms']} (block p50s), "
+        f"{summary['direct_ratio_p50_all_ms']} (all requests)"
     )
     if args.json:
         report = {"args": {k: str(v) for k, v in vars(args).items()}, "blocks": blocks}
