@@ -7,6 +7,9 @@ as a fresh checkout with only the required dependencies runs it:
 * every module collects (a test needing the data is skipped, the reason naming it);
 * the invariant suite runs, and passes, on the in-repository synthetic vocabulary
   (`tests/vocabulary.py`), every format included, at a small example count.
+
+The three runs start together when the module begins (each test reads its own): they
+need no shared state, and side by side they take about the longest one's time.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.data import ROOT
 
@@ -25,7 +31,15 @@ EXAMPLES = "10"
 MISSING = re.compile(r"not found|not installed|extra is absent")
 
 
-def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+#: The runs: their pytest arguments, by the test that reads each.
+RUNS = {
+    "collect": ("--collect-only", "-q", "-rs"),  # -qq with the configured -q
+    "invariants": ("tests/test_invariants.py", "-rs"),
+    "fast": ("--fast", "--collect-only", "-q"),
+}
+
+
+def _start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     """pytest in a subprocess: no shared data, no mistral-common, this interpreter's path."""
     env = {
         **os.environ,
@@ -35,7 +49,37 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     }
     command = [sys.executable, "-m", "pytest", "-p", "tests.no_mistral_common"]
     command += ["-p", "no:cacheprovider", *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+class Run:
+    """One pytest subprocess, started now and read when a test needs its result."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self._process = process
+        self._done: tuple[int, str, str] | None = None
+
+    def result(self) -> tuple[int, str, str]:
+        """(return code, stdout, stderr), once the run has ended."""
+        if self._done is None:
+            try:
+                out, err = self._process.communicate(timeout=900)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                out, err = self._process.communicate()
+            self._done = (self._process.returncode, out, err)
+        return self._done
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    where = tmp_path_factory.mktemp("standalone")
+    started = {name: Run(_start(where, *args)) for name, args in RUNS.items()}
+    yield started
+    for run in started.values():
+        run.result()  # every process waited for, even when a test failed early
 
 
 def _counts(summary: str) -> dict[str, int]:
@@ -43,12 +87,12 @@ def _counts(summary: str) -> dict[str, int]:
     return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", summary)}
 
 
-def test_every_module_collects_without_the_data_or_mistral_common(tmp_path: Path) -> None:
-    done = _pytest(tmp_path, "--collect-only", "-q", "-rs")  # -qq with the configured -q
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-4000:]
+def test_every_module_collects_without_the_data_or_mistral_common(runs: dict[str, Run]) -> None:
+    code, stdout, stderr = runs["collect"].result()
+    out = stdout + stderr
+    assert code == 0, out[-4000:]
     assert not re.search(r"^ERROR|errors? during collection", out, re.M), out[-4000:]
-    counts = {m: int(n) for m, n in re.findall(r"^(tests/\S+\.py): (\d+)$", done.stdout, re.M)}
+    counts = {m: int(n) for m, n in re.findall(r"^(tests/\S+\.py): (\d+)$", stdout, re.M)}
     every = {f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")}
     # A module may skip itself whole only for the missing data (its tests are built
     # from it), and says so; every other module collects its tests.
@@ -57,10 +101,10 @@ def test_every_module_collects_without_the_data_or_mistral_common(tmp_path: Path
     assert counts["tests/test_invariants.py"] > 1000, counts
 
 
-def test_the_invariants_pass_on_the_synthetic_vocabulary(tmp_path: Path) -> None:
-    done = _pytest(tmp_path, "tests/test_invariants.py", "-rs")
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-4000:]
+def test_the_invariants_pass_on_the_synthetic_vocabulary(runs: dict[str, Run]) -> None:
+    code, stdout, stderr = runs["invariants"].result()
+    out = stdout + stderr
+    assert code == 0, out[-4000:]
     counts = _counts(out.strip().splitlines()[-1])
     assert counts.get("passed", 0) > 1000 and not counts.get("failed"), counts
     # Skips only where a format lacks what a test needs, never for missing data or extras.
@@ -68,16 +112,16 @@ def test_the_invariants_pass_on_the_synthetic_vocabulary(tmp_path: Path) -> None
     assert not [s for s in skips if MISSING.search(s)], skips
 
 
-def test_the_fast_tier_holds_no_integration_module(tmp_path: Path) -> None:
+def test_the_fast_tier_holds_no_integration_module(runs: dict[str, Run]) -> None:
     """`pytest --fast` collects unit tests only, and every module the tier table names
     exists (a renamed module would silently join the fast tier)."""
     from tests.conftest import INTEGRATION
 
     every = {path.name for path in (ROOT / "tests").glob("test_*.py")}
     assert set(INTEGRATION) <= every, set(INTEGRATION) - every
-    done = _pytest(tmp_path, "--fast", "--collect-only", "-q")
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-4000:]
-    counts = {m: int(n) for m, n in re.findall(r"^tests/(\S+\.py): (\d+)$", done.stdout, re.M)}
+    code, stdout, stderr = runs["fast"].result()
+    out = stdout + stderr
+    assert code == 0, out[-4000:]
+    counts = {m: int(n) for m, n in re.findall(r"^tests/(\S+\.py): (\d+)$", stdout, re.M)}
     assert counts and not set(counts) & set(INTEGRATION), counts
     assert counts["test_invariants.py"] > 1000, counts
