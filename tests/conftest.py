@@ -23,6 +23,7 @@ tier with the data present.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import re
 import shutil
@@ -124,6 +125,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in INTEGRATION:
             item.add_marker(pytest.mark.integration)
+    _group_by_format(items, "test_grammar_agreement.py")
     if not config.getoption("fast"):
         return
     kept, dropped = [], []
@@ -132,6 +134,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built lives for the session (the parametrized cases, and the
+    vocabularies `tests/test_invariants.py` reads at import): frozen out of the garbage
+    collector, so that its full collections do not walk it again for every test."""
+    gc.freeze()
+
+
+def _group_by_format(items: list[pytest.Item], module: str) -> None:
+    """`module`'s items ordered by their `fmt` parameter (first seen first, otherwise in
+    collection order), those without one last: the module can then hold one format's
+    vocabulary-sized grammar objects at a time."""
+    at = [n for n, item in enumerate(items) if item.path.name == module]
+    if not at:
+        return
+    order: dict[object, int] = {}
+
+    def key(item: pytest.Item) -> int:
+        callspec = getattr(item, "callspec", None)
+        fmt = callspec.params.get("fmt") if callspec is not None else None
+        return len(items) if fmt is None else order.setdefault(fmt, len(order))
+
+    mine = sorted((items[n] for n in at), key=key)
+    for n, item in zip(at, mine, strict=True):
+        items[n] = item
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
