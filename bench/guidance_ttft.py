@@ -119,18 +119,16 @@ def capturing(upstream: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     captured: list[dict[str, Any]] = []
     port = free_port()
     loop = asyncio.new_event_loop()
+    sessions: list[aiohttp.ClientSession] = []  # one, opened on the proxy's loop
 
     async def forward(request: web.Request) -> web.StreamResponse:
         data = await request.read()
         if request.method == "POST" and data:
             captured.append(json.loads(data))
         headers = {"content-type": request.headers.get("content-type", "application/json")}
-        async with (
-            aiohttp.ClientSession() as session,
-            session.request(
-                request.method, upstream + request.path_qs, data=data, headers=headers
-            ) as reply,
-        ):
+        async with sessions[0].request(
+            request.method, upstream + request.path_qs, data=data, headers=headers
+        ) as reply:
             out = web.StreamResponse(
                 status=reply.status,
                 headers={"content-type": reply.headers.get("content-type", "application/json")},
@@ -142,6 +140,7 @@ def capturing(upstream: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
             return out
 
     async def start() -> web.AppRunner:
+        sessions.append(aiohttp.ClientSession())
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", forward)
         runner = web.AppRunner(app)
@@ -156,6 +155,7 @@ def capturing(upstream: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         yield f"http://127.0.0.1:{port}", captured
     finally:
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
+        asyncio.run_coroutine_threadsafe(sessions[0].close(), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
 

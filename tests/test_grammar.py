@@ -592,11 +592,12 @@ def test_xgrammars_view_of_a_vocabulary_is_its_own_hugging_face_reading(fmt: str
     from toolwire.grammar.preflight import _from_backend
 
     tok = cases.tokenizer(fmt)
-    direct = _from_backend(xgr, tok)
+    stops = sorted(tok.eos_ids) or None
+    direct = _from_backend(xgr, tok, stops)
     assert direct is not None
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok.backend)
     wrapped = xgr.TokenizerInfo.from_huggingface(
-        fast, vocab_size=tok.vocab_size, stop_token_ids=sorted(tok.eos_ids) or None
+        fast, vocab_size=tok.vocab_size, stop_token_ids=stops
     )
     assert direct.dump_metadata() == wrapped.dump_metadata()
     assert direct.decoded_vocab == wrapped.decoded_vocab

@@ -76,19 +76,20 @@ def tokenizer_info(tokenizer: Tokenizer) -> Any:
     cached = _INFOS.get(tokenizer)
     if cached is not None:
         return cached
-    info = _from_backend(xgr, tokenizer)
+    stops = sorted(tokenizer.eos_ids) or None
+    info = _from_backend(xgr, tokenizer, stops)
     if info is None:
         fast = importlib.import_module("transformers").PreTrainedTokenizerFast(
             tokenizer_object=tokenizer.backend
         )
         info = xgr.TokenizerInfo.from_huggingface(
-            fast, vocab_size=tokenizer.vocab_size, stop_token_ids=sorted(tokenizer.eos_ids) or None
+            fast, vocab_size=tokenizer.vocab_size, stop_token_ids=stops
         )
     _INFOS[tokenizer] = info
     return info
 
 
-def _from_backend(xgr: Any, tokenizer: Tokenizer) -> Any:
+def _from_backend(xgr: Any, tokenizer: Tokenizer, stops: list[int] | None) -> Any:
     """`TokenizerInfo.from_huggingface`'s fast-tokenizer branch, read from the
     `tokenizers` backend itself (no `transformers` wrapper, whose construction copies
     the whole backend): the same vocabulary, metadata and stop ids. None where that
@@ -113,7 +114,7 @@ def _from_backend(xgr: Any, tokenizer: Tokenizer) -> Any:
         encoded,
         vocab_type=metadata["vocab_type"],
         vocab_size=size,
-        stop_token_ids=sorted(tokenizer.eos_ids) or None,
+        stop_token_ids=stops,
         add_prefix_space=metadata["add_prefix_space"],
     )
 
