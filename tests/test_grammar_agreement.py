@@ -24,6 +24,11 @@ acceptance pass compiles tags without the delimiter exclusion in argument string
 (`exclude_delimiters=False`, ~100x cheaper to compile): the exclusion removes only
 strings holding a delimiter, and the test asserts that no rendered argument does;
 a few cases are also checked with the default tag.
+
+The items run grouped by format, one vocabulary's grammar objects held at a time. The
+llguidance items' checks run in a side process (tests/side_process.py) that goes
+through the formats in the same order while the session runs the XGrammar items; each
+llguidance item reports its own check's outcome from there.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import subprocess
 import sys
 import textwrap
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -56,6 +61,7 @@ from tests.grammar_support import (
     release,
     walk,
 )
+from tests.side_process import Side
 from toolwire import Message, Parser, Tokenizer, formats
 from toolwire.formats.spec import AnchoredShape, HeaderShape, Shape
 from toolwire.grammar import GrammarPolicy, lark_grammar_with_reason
@@ -67,7 +73,7 @@ from toolwire.grammar.schema import normalize
 SUPPORTED = [
     name for name in formats.names() if formats.get(name).grammar is not None and name != "mistral"
 ]
-#: CI draws a sample (84 walks per format on XGrammar, 56 on llguidance, a few dozen
+#: CI draws a sample (112 walks per format on XGrammar, 84 on llguidance, a few dozen
 #: ground truths), each format from its own offset into the corpus, so that the formats
 #: together cover every BFCL case; TOOLWIRE_EXAMPLES>=1000 takes every 10th BFCL case
 #: and ten walk sets on both backends. XGrammar's tag, which every engine takes, gets
@@ -84,7 +90,7 @@ def _step(backend: str) -> int:
 
 def _walk_sets(backend: str) -> int:
     """How many BFCL tool sets are walked (`_WALKS_PER_SET` walks each)."""
-    return 10 if _THOROUGH else 3 if backend == "xgrammar" else 2
+    return 10 if _THOROUGH else 4 if backend == "xgrammar" else 3
 
 
 def _offset(fmt: str, step: int) -> int:
@@ -92,20 +98,70 @@ def _offset(fmt: str, step: int) -> int:
     return zlib.crc32(fmt.encode()) % step
 
 
-#: The format whose grammar objects the module holds (its items run grouped by format:
-#: tests/conftest.py); the last one's are released when the next begins.
+#: The format whose grammar objects this process holds (the items run grouped by
+#: format: tests/conftest.py); the last one's are released when the next begins.
 _HELD: list[str] = []
 
 
-@pytest.fixture(autouse=True)
-def _one_vocabulary_at_a_time(request: pytest.FixtureRequest) -> None:
-    callspec = getattr(request.node, "callspec", None)
-    fmt = callspec.params.get("fmt") if callspec is not None else None
+def _hold(fmt: str | None) -> None:
     if _HELD and _HELD[0] != fmt:
         release(cases.tokenizer(_HELD.pop()))
         _words.cache_clear()
     if fmt is not None and not _HELD:
         _HELD.append(fmt)
+
+
+def _params(item: pytest.Item) -> dict[str, Any]:
+    callspec = getattr(item, "callspec", None)
+    return dict(callspec.params) if callspec is not None else {}
+
+
+@pytest.fixture(autouse=True)
+def _one_vocabulary_at_a_time(request: pytest.FixtureRequest) -> None:
+    _hold(_params(request.node).get("fmt"))
+
+
+#: The backend whose items run in a side process (tests/side_process.py), beside the
+#: session's own XGrammar items: the two halves share nothing, and side by side on two
+#: cores they take about the longer one's time.
+BESIDE = "llguidance"
+
+
+@pytest.fixture(scope="module")
+def side(request: pytest.FixtureRequest) -> Iterator[Side]:
+    """The side process, given every selected item of this module on `BESIDE`."""
+    jobs = []
+    for item in request.session.items:
+        params = _params(item)
+        if not isinstance(item, pytest.Function) or item.module is not request.module:
+            continue
+        if params.get("backend") == BESIDE:
+            test = (item.originalname, params["fmt"])
+            jobs.append((item.name, f"{__name__}:beside", test))
+    running = Side(jobs)
+    yield running
+    running.close()
+
+
+def beside(test: str, fmt: str) -> None:
+    """Test `test`'s check of `fmt` on `BESIDE`, in the side process."""
+    _hold(fmt)
+    CHECKS[test](fmt, cases.tokenizer(fmt), BESIDE)
+
+
+def _run(
+    request: pytest.FixtureRequest,
+    check: Callable[[str, Tokenizer, str], None],
+    backend: str,
+    fmt: str,
+) -> None:
+    """The item's check: here on XGrammar, in the side process on `BESIDE`."""
+    need(backend)
+    if backend == BESIDE:
+        side: Side = request.getfixturevalue("side")
+        side.report(request.node.name)
+    else:
+        check(fmt, cases.tokenizer(fmt), backend)
 
 
 _FAST = GrammarPolicy(exclude_delimiters=False)
@@ -184,9 +240,8 @@ def _grammar(
 
 @pytest.mark.parametrize("fmt", SUPPORTED)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_ground_truth_is_accepted(backend: str, fmt: str) -> None:
-    need(backend)
-    check_ground_truth(fmt, cases.tokenizer(fmt), backend)
+def test_ground_truth_is_accepted(request: pytest.FixtureRequest, backend: str, fmt: str) -> None:
+    _run(request, check_ground_truth, backend, fmt)
 
 
 def check_ground_truth(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
@@ -268,9 +323,10 @@ def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: 
 
 @pytest.mark.parametrize("fmt", SUPPORTED)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_walks_parse_into_valid_calls(backend: str, fmt: str) -> None:
-    need(backend)
-    check_walks(fmt, cases.tokenizer(fmt), backend)
+def test_walks_parse_into_valid_calls(
+    request: pytest.FixtureRequest, backend: str, fmt: str
+) -> None:
+    _run(request, check_walks, backend, fmt)
 
 
 def check_walks(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
@@ -373,15 +429,16 @@ def _words(tok: Tokenizer) -> np.ndarray:
 
 @pytest.mark.parametrize("fmt", SUPPORTED)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_walks_never_put_a_delimiter_id_inside_a_value(backend: str, fmt: str) -> None:
+def test_walks_never_put_a_delimiter_id_inside_a_value(
+    request: pytest.FixtureRequest, backend: str, fmt: str
+) -> None:
     """Inside a string argument value (reached by a genuine rendered call, cut in the
     middle of the value), and at every step of a walk that keeps writing value text,
     the compiled tag allows none of the ids a parser acts on inside a call body (the
     call's opening and closing delimiters, the section's end; for harmony every
     delimiter): the parser can never see a call end or begin inside a value.
     Token-level tags only (elsewhere no delimiter has an id)."""
-    need(backend)
-    check_no_delimiter_inside(fmt, cases.tokenizer(fmt), backend)
+    _run(request, check_no_delimiter_inside, backend, fmt)
 
 
 def check_no_delimiter_inside(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
@@ -429,7 +486,7 @@ def _value_closes(fmt: str) -> list[str]:
 @pytest.mark.parametrize("fmt", [f for f in SUPPORTED if _value_closes(f)])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_json_value_in_a_tagged_parameter_never_holds_the_values_close(
-    backend: str, fmt: str
+    request: pytest.FixtureRequest, backend: str, fmt: str
 ) -> None:
     """Inside a string of a JSON value (an array parameter's item) of a tagged
     parameter, the compiled tag never allows the value's close: the parser reads the
@@ -437,8 +494,10 @@ def test_a_json_value_in_a_tagged_parameter_never_holds_the_values_close(
     on GLM 4.7 found its `</arg_value>` id there). A close of one token is never
     allowed; one of several pieces whose first id begins other marks too (Kimi K3's
     `<|close|>argument<|sep|>`) may begin, and is never completed."""
-    need(backend)
-    tok = cases.tokenizer(fmt)
+    _run(request, check_json_value_close, backend, fmt)
+
+
+def check_json_value_close(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
     result = _grammar(backend, fmt, tok, cases.TOOLS)
     if not result.token_level:
         pytest.skip(f"{fmt}: text-level tag with this tokenizer")
@@ -459,6 +518,17 @@ def test_a_json_value_in_a_tagged_parameter_never_holds_the_values_close(
             probe = matcher.fork()
             assert not all(probe.accept(i) for i in run), tok.decode(run)
         assert matcher.accept(int(rng.choice(words[allowed[words]])))
+
+
+#: Each parametrized test's check, by the test's name (what the side process runs).
+CHECKS: dict[str, Callable[[str, Tokenizer, str], None]] = {
+    "test_ground_truth_is_accepted": check_ground_truth,
+    "test_walks_parse_into_valid_calls": check_walks,
+    "test_walks_never_put_a_delimiter_id_inside_a_value": check_no_delimiter_inside,
+    "test_a_json_value_in_a_tagged_parameter_never_holds_the_values_close": (
+        check_json_value_close
+    ),
+}
 
 
 # Runs in a fresh interpreter: what it registers must not leak into other tests.
