@@ -13,12 +13,17 @@ import pytest
 import peers  # noqa: F401  (registers vllm+toolwire)
 from peers.impls import peer_python
 from tests.data import ROOT, data_dir, tokenizer_for
+from toolwire.backends.grammar_backend import GUIDANCE, XGRAMMAR, lark_of
 from toolwire.backends.vllm import VllmEngine
 from toolwire.check.run import CheckOptions, run_check
+from toolwire.errors import UsageError
 from toolwire.events import ToolCallBegin
+from toolwire.grammar.guidance import llguidance_module
 from toolwire.integrations.vllm import plugin_path
 from toolwire.integrations.vllm.request import (
     RequestParse,
+    configured_backend,
+    constraint_for,
     openai_tool_choice,
     openai_tools,
     prompt_in_reasoning,
@@ -57,10 +62,17 @@ def test_plugin_path_is_a_file_vllm_can_import_under_its_name() -> None:
 
 @pytest.mark.parametrize("choice", CHOICES, ids=["auto", "required", "none", "named"])
 @pytest.mark.parametrize("parallel", [True, False])
-def test_plugin_tag_is_the_servers_tag(choice: object, parallel: bool) -> None:
-    """The tag the plugin attaches is the one `toolwire serve` sends for the request."""
+@pytest.mark.parametrize("backend", [XGRAMMAR, GUIDANCE])
+def test_plugin_tag_is_the_servers_tag(choice: object, parallel: bool, backend: str) -> None:
+    """The constraint the plugin attaches in a vLLM running `backend` is the one
+    `toolwire serve --engine vllm --grammar-backend backend` sends for the request:
+    XGrammar's structural tag, or llguidance's Lark grammar."""
+    if backend == GUIDANCE and llguidance_module() is None:
+        pytest.skip("llguidance is not installed (the grammar extra)")
     tok = tokenizer_for("qwen3")
-    engine = VllmEngine("http://127.0.0.1:9", model="m", tokenizer=tok, format="qwen3")
+    engine = VllmEngine(
+        "http://127.0.0.1:9", model="m", tokenizer=tok, format="qwen3", grammar_backend=backend
+    )
     request = ChatRequest(
         model="m",
         messages=[{"role": "user", "content": "hi"}],
@@ -70,8 +82,61 @@ def test_plugin_tag_is_the_servers_tag(choice: object, parallel: bool) -> None:
     )
     served = plan(engine, request, Limits()).generation.structural_tag
     tools = openai_tools([TOOL])
-    ours = structural_tag_for("qwen3", tok, tools, openai_tool_choice(choice), parallel).tag
+    ours = constraint_for("qwen3", tok, tools, openai_tool_choice(choice), parallel, backend).tag
     assert ours == served
+    if backend == XGRAMMAR:
+        assert (
+            ours
+            == structural_tag_for("qwen3", tok, tools, openai_tool_choice(choice), parallel).tag
+        )
+    if choice != "none":
+        assert ours is not None and (lark_of(ours) is not None) == (backend == GUIDANCE)
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "backend"),
+    [
+        ([], {}, XGRAMMAR),  # vLLM's auto takes a structural tag to XGrammar
+        (["--structured-outputs-config.backend", "guidance"], {}, GUIDANCE),
+        (["--structured-outputs-config.backend=guidance"], {}, GUIDANCE),
+        (["--structured_outputs_config.backend", "guidance"], {}, GUIDANCE),
+        (["--structured-outputs-config", '{"backend": "guidance"}'], {}, GUIDANCE),
+        (['--structured-outputs-config={"backend":"guidance"}'], {}, GUIDANCE),
+        (["--structured-outputs-config.backend", "xgrammar"], {}, XGRAMMAR),
+        (["--structured-outputs-config.backend", "auto"], {}, XGRAMMAR),
+        (["--structured-outputs-config", "not json"], {}, XGRAMMAR),
+        (["--structured-outputs-config.backend"], {}, XGRAMMAR),  # no value: vLLM refuses
+        # the last flag wins, as in vLLM's argument parser
+        (
+            ["--structured-outputs-config.backend=guidance"] * 2
+            + ["--structured-outputs-config.backend=xgrammar"],
+            {},
+            XGRAMMAR,
+        ),
+        # the operator's variable wins over the command line
+        (
+            ["--structured-outputs-config.backend", "guidance"],
+            {"TOOLWIRE_GRAMMAR_BACKEND": "xgrammar"},
+            XGRAMMAR,
+        ),
+        ([], {"TOOLWIRE_GRAMMAR_BACKEND": "llguidance"}, GUIDANCE),
+        ([], {"TOOLWIRE_GRAMMAR_BACKEND": " LLGuidance "}, GUIDANCE),
+        (
+            ["--structured-outputs-config.backend", "guidance"],
+            {"TOOLWIRE_GRAMMAR_BACKEND": "auto"},
+            GUIDANCE,
+        ),
+    ],
+)
+def test_the_plugin_reads_its_vllms_structured_output_backend(
+    argv: list[str], environ: dict[str, str], backend: str
+) -> None:
+    assert configured_backend(["vllm", "serve", "m", *argv], environ) == backend
+
+
+def test_an_unknown_grammar_backend_variable_is_refused_naming_it() -> None:
+    with pytest.raises(UsageError, match="TOOLWIRE_GRAMMAR_BACKEND='outlines'"):
+        configured_backend([], {"TOOLWIRE_GRAMMAR_BACKEND": "outlines"})
 
 
 def test_relaxed_tag_only_for_forced_calls() -> None:

@@ -54,7 +54,7 @@ if ENABLED:
     from tests.data import data_dir
     from tests.serving import chat, running
     from tests.tiny_qwen3 import build
-    from tests.vllm_rig import SERVED, VllmServer
+    from tests.vllm_rig import SERVED, VllmServer, toolwire_flags
     from toolwire import load_tokenizer, render_prompt, structural_tag
     from toolwire.backends.base import Generation
     from toolwire.backends.vllm import VllmEngine, completion_body
@@ -358,6 +358,41 @@ def test_plugin_tag_vllm_would_refuse_falls_back(control: VllmServer, choice: st
     client = openai.OpenAI(base_url=f"{control.url}/v1", api_key="none", max_retries=0)
     out = deep_answer(client, SERVED, choice)
     assert out["finish"] in ("length", "tool_calls", "stop")
+
+
+@pytest.fixture(scope="module")
+def guided(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """A vLLM with the plugin on vLLM's llguidance backend (`--structured-outputs-config
+    .backend guidance`), which reads no XGrammar structural tag: the plugin, reading the
+    flag, sends its constraint as a Lark grammar."""
+    root = tmp_path_factory.mktemp("vllm-guidance")
+    flags = [*toolwire_flags("qwen3", renderer=True)]
+    flags += ["--structured-outputs-config.backend", "guidance"]
+    server = VllmServer.start(rig.model_dir, root / "vllm.log", flags=flags)
+    print(f"\nguidance vLLM healthy after {server.startup_seconds:.1f} s")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("choice", sorted(CHOICES))
+def test_plugin_on_vllms_guidance_backend_forces_a_declared_call(
+    guided: VllmServer, choice: str, stream: bool
+) -> None:
+    client = openai.OpenAI(base_url=f"{guided.url}/v1", api_key="none", max_retries=0)
+    out = forced_call(client, SERVED, choice, stream)
+    assert not out["content"].strip()
+    assert "constraints for llguidance" in guided.log.read_text(errors="replace")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_plugin_on_vllms_guidance_backend_never_leaks_a_delimiter(
+    guided: VllmServer, stream: bool
+) -> None:
+    client = openai.OpenAI(base_url=f"{guided.url}/v1", api_key="none", max_retries=0)
+    auto_answers(client, SERVED, stream)
 
 
 def test_renderer_refuses_a_schema_past_the_prompt_bound(rig: Rig) -> None:

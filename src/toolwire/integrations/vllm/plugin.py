@@ -6,9 +6,11 @@ How vLLM 0.32/0.33's chat serving drives a parser, and what toolwire does at eac
                  -> ToolwireParser (a vLLM `Parser`: reasoning, content and tool calls
                     from one object), built once with the tokenizer as a check
     per request  renderer: parser(tokenizer, tools).adjust_request(request)
-                 -> toolwire's structural tag in `structured_outputs.structural_tag`
-                    (the same tag and policy as `toolwire serve`), constrained by
-                    vLLM's own XGrammar; nothing for tool_choice "none"
+                 -> toolwire's constraint (the same one and policy as `toolwire
+                    serve`): a structural tag in `structured_outputs.structural_tag`
+                    for vLLM's XGrammar, or under its guidance backend a Lark
+                    grammar in `structured_outputs.grammar` (`request.BACKEND`);
+                    nothing for tool_choice "none"
                  serving: one parser per choice
     streaming    parse_delta(delta_text, delta_token_ids, request, prompt_token_ids,
                  finished) -> RequestParse.feed(delta_token_ids) (+ finish()) ->
@@ -53,17 +55,19 @@ from vllm.sampling_params import StructuredOutputsParams, check_json_nesting
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
 from toolwire import formats
+from toolwire.backends.grammar_backend import lark_of
 from toolwire.events import Content, Event, Reasoning, ToolCallArguments, ToolCallBegin
 from toolwire.integrations.vllm.chat import MODE
 from toolwire.integrations.vllm.request import (
+    BACKEND,
     POLICY,
     RequestParse,
     bridge_tokenizer,
+    constraint_for,
     openai_tool_choice,
     openai_tools,
     prompt_in_reasoning,
     relaxed_tag_for,
-    structural_tag_for,
 )
 from toolwire.message import Message
 from toolwire.parser import Parser
@@ -170,7 +174,7 @@ class ToolwireToolParser(ToolParser):  # type: ignore[misc]
         if choice == "auto" and own is not None:
             return request  # the client's own constraint wins where calls are optional
         parallel = getattr(request, "parallel_tool_calls", True) is not False
-        result = structural_tag_for(self.format, self.toolwire_tokenizer, tools, choice, parallel)
+        result = constraint_for(self.format, self.toolwire_tokenizer, tools, choice, parallel)
         if result.fallback is not None and result.fallback not in ("no_tools", "scope", "disabled"):
             logger.warning(
                 "toolwire_%s: structural tag fallback %r: %s",
@@ -188,7 +192,12 @@ class ToolwireToolParser(ToolParser):  # type: ignore[misc]
                 tag = None
         if tag is None:
             return request
-        request.structured_outputs = StructuredOutputsParams(structural_tag=json.dumps(tag))
+        lark = lark_of(tag)
+        request.structured_outputs = (
+            StructuredOutputsParams(structural_tag=json.dumps(tag))
+            if lark is None
+            else StructuredOutputsParams(grammar=lark)
+        )
         if isinstance(request, ChatCompletionRequest):
             request.response_format = None
         return request
@@ -406,6 +415,6 @@ def register_all() -> None:
     try:
         register()
         register_renderer()
-        logger.info("toolwire guidance policy: %s", _policy_line())
+        logger.info("toolwire guidance policy: %s; constraints for %s", _policy_line(), BACKEND)
     except Exception:
         logger.exception("toolwire's vLLM plugin could not register its parsers and renderer")

@@ -6,10 +6,13 @@ Data flow (one chat request in a vLLM server started with the plugin)::
                                              own backend (once per tokenizer object)
     request.tools / tool_choice (vLLM's pydantic objects)
         --openai_tools(), openai_tool_choice()--> OpenAI dicts
-        --structural_tag_for()--> the XGrammar tag `toolwire serve` would send
-                                  (same function; the operator's policy from the
-                                  TOOLWIRE_GUIDANCE* variables, as `toolwire serve`
-                                  reads them: `toolwire.server.guidance`)
+        --constraint_for()--> the constraint `toolwire serve` would send, in the form
+                              of this vLLM's structured-output backend (`BACKEND`:
+                              XGrammar's structural tag, or llguidance's Lark
+                              grammar under `--structured-outputs-config.backend
+                              guidance`); the operator's policy from the
+                              TOOLWIRE_GUIDANCE* variables, as `toolwire serve`
+                              reads them: `toolwire.server.guidance`
     prompt ids --prompt_in_reasoning()--> does the output start inside reasoning?
     output ids --RequestParse.feed()/finish()--> toolwire events (one Parser per
                                                  request, ids exactly as they come)
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,6 +33,13 @@ from typing import Any
 from tokenizers import Tokenizer as _Backend
 
 from toolwire import formats
+from toolwire.backends.grammar_backend import (
+    BACKENDS,
+    GUIDANCE,
+    XGRAMMAR,
+    request_grammar,
+    warm_upstream_specials,
+)
 from toolwire.errors import UsageError
 from toolwire.events import Event
 from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
@@ -38,8 +49,11 @@ from toolwire.server.guidance import policy_from_env
 from toolwire.tokenizer import HuggingFaceTokenizer, Tokenizer
 
 __all__ = [
+    "BACKEND",
     "RequestParse",
     "bridge_tokenizer",
+    "configured_backend",
+    "constraint_for",
     "openai_tool_choice",
     "openai_tools",
     "prompt_in_reasoning",
@@ -50,6 +64,50 @@ __all__ = [
 #: The operator's guidance policy, from the same `TOOLWIRE_GUIDANCE*` variables
 #: `toolwire serve` reads (read once, in each vLLM process, when the plugin loads).
 POLICY: GrammarPolicy = policy_from_env(os.environ)
+
+
+def _flag(argv: Sequence[str], name: str) -> str | None:
+    """The value of `--name value` or `--name=value` in `argv` (the last one given;
+    underscores read as dashes, as vLLM's argument parser reads them)."""
+    found = None
+    for n, arg in enumerate(argv):
+        key, equals, value = arg.partition("=")
+        if key.replace("_", "-") != name:
+            continue
+        if equals:
+            found = value
+        elif n + 1 < len(argv):
+            found = argv[n + 1]
+    return found
+
+
+def configured_backend(argv: Sequence[str], environ: Mapping[str, str]) -> str:
+    """The structured-output backend of the vLLM the plugin runs in, which decides the
+    form of the constraint: `TOOLWIRE_GRAMMAR_BACKEND` (xgrammar or llguidance, as
+    `toolwire serve --grammar-backend`) when set, else what vLLM was started with
+    (`--structured-outputs-config.backend guidance`, or the JSON form of the same
+    flag, is llguidance; every other backend, and vLLM's `auto`, which takes a
+    structural tag to XGrammar, is xgrammar)."""
+    named = environ.get("TOOLWIRE_GRAMMAR_BACKEND", "auto").strip().lower()
+    if named in BACKENDS:
+        return named
+    if named != "auto":
+        raise UsageError(f"TOOLWIRE_GRAMMAR_BACKEND={named!r}: use auto, xgrammar or llguidance")
+    backend = _flag(argv, "--structured-outputs-config.backend")
+    whole = _flag(argv, "--structured-outputs-config")
+    if backend is None and whole is not None:
+        try:
+            config = json.loads(whole)
+        except ValueError:
+            config = None
+        if isinstance(config, dict) and isinstance(config.get("backend"), str):
+            backend = config["backend"]
+    return GUIDANCE if backend is not None and backend.strip() == "guidance" else XGRAMMAR
+
+
+#: The form the plugin's constraints take in this vLLM process (read once, when the
+#: plugin loads, from the operator's variable or vLLM's own command line).
+BACKEND: str = configured_backend(sys.argv, os.environ)
 
 _LOCK = threading.Lock()
 #: vLLM tokenizer object -> toolwire Tokenizer; the object is kept so its id stays unique.
@@ -94,6 +152,8 @@ def bridge_tokenizer(vllm_tokenizer: Any) -> Tokenizer:
     )
     with _LOCK:
         _BRIDGED[key] = (vllm_tokenizer, tok)
+    if BACKEND == GUIDANCE:  # which ids vLLM's llguidance takes as special: seconds, once
+        warm_upstream_specials(tok)
     return tok
 
 
@@ -193,25 +253,56 @@ def structural_tag_for(
     )
 
 
+class _Upstream:
+    """What `request_grammar` asks of an engine: the backends it applies."""
+
+    def __init__(self, backend: str) -> None:
+        self.grammar_backends = (backend,)
+
+
+def constraint_for(
+    fmt: str,
+    tok: Tokenizer,
+    tools: list[dict[str, Any]] | None,
+    tool_choice: str | dict[str, Any],
+    parallel_tool_calls: bool,
+    backend: str | None = None,
+    policy: GrammarPolicy | None = None,
+) -> TagResult:
+    """The constraint `toolwire serve` sends a vLLM running `backend` (`BACKEND` unless
+    given) for the same request under the same policy: XGrammar's structural tag, or
+    llguidance's form (`{"grammars": [{"lark_grammar": ...}]}`, its tokens read as
+    vLLM's llguidance reads the vocabulary). No constraint for `none`, or where the
+    backend cannot express the tag (the reason says so)."""
+    if not tools or tool_choice == "none":
+        return TagResult(None, ("no tools, or tool_choice 'none'",), "no_tools")
+    return request_grammar(
+        _Upstream(BACKEND if backend is None else backend),
+        fmt,
+        tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        tokenizer=tok,
+        policy=POLICY if policy is None else policy,
+    )
+
+
 def relaxed_tag_for(
     fmt: str,
     tok: Tokenizer,
     tools: list[dict[str, Any]] | None,
     tool_choice: str | dict[str, Any],
     parallel_tool_calls: bool,
+    backend: str | None = None,
     policy: GrammarPolicy | None = None,
 ) -> dict[str, Any] | None:
-    """What replaces a tag the engine refuses, as `toolwire serve` does it: for forced
-    calls the native envelope with any JSON object as arguments; for `auto`, nothing."""
+    """What replaces a constraint the engine refuses, as `toolwire serve` does it: for
+    forced calls the native envelope with any JSON object as arguments; for `auto`,
+    nothing."""
     if not tools or tool_choice in ("auto", "none"):
         return None
-    return structural_tag_with_reason(
-        fmt,
-        loosen(tools),
-        tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls,
-        tokenizer=tok,
-        policy=POLICY if policy is None else policy,
+    return constraint_for(
+        fmt, tok, loosen(tools), tool_choice, parallel_tool_calls, backend, policy
     ).tag
 
 
