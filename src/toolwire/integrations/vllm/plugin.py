@@ -82,7 +82,9 @@ __all__ = [
     "register_renderer",
 ]
 
-logger = init_logger(__name__)
+#: Under vLLM's own logger ("vllm"), whose handler and format vLLM configures; a
+#: logger outside it has no handler in vLLM's processes (its INFO lines were lost).
+logger = init_logger("vllm.toolwire.plugin")
 
 #: Registered names are PREFIX + a toolwire format name.
 PREFIX = "toolwire_"

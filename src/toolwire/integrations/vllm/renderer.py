@@ -47,7 +47,9 @@ from toolwire.prompt import Prompt
 
 __all__ = ["MODE", "ToolwireRenderer"]
 
-logger = init_logger(__name__)
+#: Under vLLM's own logger ("vllm"), whose handler and format vLLM configures; a
+#: logger outside it has no handler in vLLM's processes (its INFO lines were lost).
+logger = init_logger("vllm.toolwire.renderer")
 
 
 def _developer_folded(conversation: list[Any], template: str) -> list[Any]:
