@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import side_process
 from tests.data import EXTRAS, FAST_TIER, TIER, data_dir, missing_extra, tokenizer_for
 from toolwire import Tokenizer
 
@@ -139,8 +140,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What collection built lives for the session (the parametrized cases, and the
     vocabularies `tests/test_invariants.py` reads at import): frozen out of the garbage
-    collector, so that its full collections do not walk it again for every test."""
+    collector, so that its full collections do not walk it again for every test. Then
+    the side processes start (tests/side_process.py)."""
     gc.freeze()
+    side_process.start(session)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    side_process.close_all()
 
 
 def _group_by_format(items: list[pytest.Item], module: str) -> None:

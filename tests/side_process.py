@@ -16,6 +16,11 @@ module takes about its longer half's time rather than the sum::
 
 A job's function runs as in a test: `pytest.skip` in it is a skip, any other exception a
 failure. A side process that dies fails every item still waiting, with its output.
+
+A test module takes part by defining `side_jobs(items)` (its selected items -> jobs).
+`start(session)` runs when collection ends (tests/conftest.py), so that the side
+process also runs beside the modules before its own; `of(module)` is its Side, and
+`close_all()` ends them with the session.
 """
 
 from __future__ import annotations
@@ -104,6 +109,39 @@ class Side:
         self._process.kill()
         self._process.wait()
         self._log.close()
+
+
+#: The running side processes, by the name of the test module they serve.
+_SIDES: dict[str, Side] = {}
+
+
+def start(session: pytest.Session) -> None:
+    """A side process for each module of the session's selected items that defines
+    `side_jobs` and gives it any job (none for a collection-only run)."""
+    if session.config.option.collectonly:
+        return
+    by_module: dict[str, tuple[Any, list[pytest.Function]]] = {}
+    for item in session.items:
+        if isinstance(item, pytest.Function) and hasattr(item.module, "side_jobs"):
+            by_module.setdefault(item.module.__name__, (item.module, []))[1].append(item)
+    for name, (module, items) in by_module.items():
+        jobs = module.side_jobs(items)
+        if jobs:
+            _SIDES[name] = Side(jobs)
+
+
+def of(module: str) -> Side:
+    """The side process serving test module `module`."""
+    side = _SIDES.get(module)
+    if side is None:
+        pytest.fail(f"no side process for {module} (started when collection ends)", pytrace=False)
+    return side
+
+
+def close_all() -> None:
+    """Stop every side process (the session is over)."""
+    while _SIDES:
+        _SIDES.popitem()[1].close()
 
 
 def main() -> None:

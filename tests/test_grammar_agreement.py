@@ -26,9 +26,10 @@ strings holding a delimiter, and the test asserts that no rendered argument does
 a few cases are also checked with the default tag.
 
 The items run grouped by format, one vocabulary's grammar objects held at a time. The
-llguidance items' checks run in a side process (tests/side_process.py) that goes
-through the formats in the same order while the session runs the XGrammar items; each
-llguidance item reports its own check's outcome from there.
+llguidance items' checks run in a side process (tests/side_process.py), started when
+collection ends, that goes through the formats in the same order while the session
+runs the modules before this one and the XGrammar items; each llguidance item reports
+its own check's outcome from there.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import textwrap
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -49,7 +50,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from tests import cases
+from tests import cases, side_process
 from tests.data import ROOT
 from tests.grammar_support import (
     BACKENDS,
@@ -61,7 +62,7 @@ from tests.grammar_support import (
     release,
     walk,
 )
-from tests.side_process import Side
+from tests.side_process import Job
 from toolwire import Message, Parser, Tokenizer, formats
 from toolwire.formats.spec import AnchoredShape, HeaderShape, Shape
 from toolwire.grammar import GrammarPolicy, lark_grammar_with_reason
@@ -127,20 +128,16 @@ def _one_vocabulary_at_a_time(request: pytest.FixtureRequest) -> None:
 BESIDE = "llguidance"
 
 
-@pytest.fixture(scope="module")
-def side(request: pytest.FixtureRequest) -> Iterator[Side]:
-    """The side process, given every selected item of this module on `BESIDE`."""
-    jobs = []
-    for item in request.session.items:
+def side_jobs(items: list[pytest.Function]) -> list[Job]:
+    """The side process's jobs: this module's selected items on `BESIDE`, in order
+    (`tests/side_process.py` starts it when collection ends)."""
+    jobs: list[Job] = []
+    for item in items:
         params = _params(item)
-        if not isinstance(item, pytest.Function) or item.module is not request.module:
-            continue
         if params.get("backend") == BESIDE:
             test = (item.originalname, params["fmt"])
             jobs.append((item.name, f"{__name__}:beside", test))
-    running = Side(jobs)
-    yield running
-    running.close()
+    return jobs
 
 
 def beside(test: str, fmt: str) -> None:
@@ -158,8 +155,7 @@ def _run(
     """The item's check: here on XGrammar, in the side process on `BESIDE`."""
     need(backend)
     if backend == BESIDE:
-        side: Side = request.getfixturevalue("side")
-        side.report(request.node.name)
+        side_process.of(__name__).report(request.node.name)
     else:
         check(fmt, cases.tokenizer(fmt), backend)
 
