@@ -67,6 +67,7 @@ INTEGRATION: dict[str, str] = {
     "test_server_auth.py": "servers on loopback HTTP and the official clients",
     "test_server_echo.py": "servers on loopback HTTP",
     "test_server_embedded.py": "the embedded llama.cpp server",
+    "test_server_embedded_context.py": "toolwire serve on the embedded llama.cpp server",
     "test_server_faults.py": "servers on loopback HTTP",
     "test_server_formats.py": "servers on loopback HTTP, every format",
     "test_server_guidance.py": "servers on loopback HTTP on real vocabularies",
