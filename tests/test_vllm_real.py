@@ -149,9 +149,17 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 @pytest.fixture(scope="module")
 def control(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     """A second vLLM on the same model without toolwire's renderer (vLLM's own)."""
-    root = tmp_path_factory.mktemp("vllm-control")
-    server = VllmServer.start(rig.model_dir, root / "vllm.log", renderer=False)
-    print(f"\ncontrol vLLM healthy after {server.startup_seconds:.1f} s")
+    yield from _another(rig, tmp_path_factory, "control", renderer=False)
+
+
+def _another(
+    rig: Rig, tmp_path_factory: pytest.TempPathFactory, name: str, **start: Any
+) -> Iterator[VllmServer]:
+    """One more vLLM on the rig's model (`VllmServer.start`'s `start` options), for a
+    module fixture to yield; stopped after."""
+    root = tmp_path_factory.mktemp(f"vllm-{name}")
+    server = VllmServer.start(rig.model_dir, root / "vllm.log", **start)
+    print(f"\n{name} vLLM healthy after {server.startup_seconds:.1f} s")
     try:
         yield server
     finally:
@@ -365,15 +373,9 @@ def guided(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmS
     """A vLLM with the plugin on vLLM's llguidance backend (`--structured-outputs-config
     .backend guidance`), which reads no XGrammar structural tag: the plugin, reading the
     flag, sends its constraint as a Lark grammar."""
-    root = tmp_path_factory.mktemp("vllm-guidance")
     flags = [*toolwire_flags("qwen3", renderer=True)]
     flags += ["--structured-outputs-config.backend", "guidance"]
-    server = VllmServer.start(rig.model_dir, root / "vllm.log", flags=flags)
-    print(f"\nguidance vLLM healthy after {server.startup_seconds:.1f} s")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _another(rig, tmp_path_factory, "guidance", flags=flags)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])

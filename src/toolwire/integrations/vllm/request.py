@@ -42,7 +42,7 @@ from toolwire.backends.grammar_backend import (
 )
 from toolwire.errors import UsageError
 from toolwire.events import Event
-from toolwire.grammar import GrammarPolicy, TagResult, structural_tag_with_reason
+from toolwire.grammar import GrammarPolicy, TagResult
 from toolwire.grammar.policy import loosen
 from toolwire.parser import Parser
 from toolwire.server.guidance import policy_from_env
@@ -239,18 +239,9 @@ def structural_tag_for(
     parallel_tool_calls: bool,
     policy: GrammarPolicy | None = None,
 ) -> TagResult:
-    """The tag `toolwire serve` attaches to the same request under the same policy
-    (`POLICY` unless given; no tag for `none`)."""
-    if not tools or tool_choice == "none":
-        return TagResult(None, ("no tools, or tool_choice 'none'",), "no_tools")
-    return structural_tag_with_reason(
-        fmt,
-        tools,
-        tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls,
-        tokenizer=tok,
-        policy=POLICY if policy is None else policy,
-    )
+    """The XGrammar tag `toolwire serve` attaches to the same request under the same
+    policy (`POLICY` unless given; no tag for `none`): `constraint_for` on XGrammar."""
+    return constraint_for(fmt, tok, tools, tool_choice, parallel_tool_calls, XGRAMMAR, policy)
 
 
 class _Upstream:
