@@ -3,7 +3,13 @@
 Run with the peers' interpreter (`make bench` creates `.venv-bench` and runs this), so
 every implementation is measured in one process, one run::
 
-    .venv-bench/bin/python -m bench.parsers [--data DIR] [--formats F ...] [--quick]
+    .venv-bench/bin/python -m bench.parsers [--data DIR] [--formats F ... | --all]
+                                            [--lengths N ...] [--bfcl N] [--repeat R]
+
+By default five families with a peer on each side (`SAMPLE`), 50 BFCL outputs each,
+and the long call at 1k and 10k tokens (about ten minutes on two cores); `--all` takes
+every format a peer implements and `--lengths 1000 10000 100000` the 100k-token call
+(together, over an hour: SGLang's and vLLM's costs grow with the call).
 
 Streams: BFCL calls (parallel and multiple categories) rendered natively with prose,
 tokenized with the real tokenizer; and one call whose `content` argument is 1k, 10k
@@ -53,6 +59,9 @@ LONG_TOOL = {
         },
     },
 }
+#: The default formats: one per family of syntax with both peers (JSON in tags, XML
+#: parameters, DeepSeek's and Kimi's sections, GLM's argument tags).
+SAMPLE = ["hermes", "qwen3_coder", "deepseek_v31", "kimi_k2", "glm47"]
 PROSE = (
     "the parser reads token ids and decides structure by id while text flows through "
     "unchanged into arguments content reasoning with numbers 12 345 6789 and symbols "
@@ -197,9 +206,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     default = os.environ.get("TOOLWIRE_TEST_DATA") or str(Path.cwd().parent / "shared")
     ap.add_argument("--data", default=default)
-    ap.add_argument("--formats", nargs="+", help="formats (default: every one a peer implements)")
+    ap.add_argument("--formats", nargs="+", default=SAMPLE, help=f"formats (default: {SAMPLE})")
+    ap.add_argument("--all", action="store_true", help="every format a peer implements")
     ap.add_argument("--long-formats", nargs="+", default=["hermes", "qwen3_coder"])
-    ap.add_argument("--lengths", nargs="+", type=int, default=[1000, 10000, 100000])
+    ap.add_argument("--lengths", nargs="+", type=int, default=[1000, 10000])
     ap.add_argument("--bfcl", type=int, default=50, help="BFCL entries per category")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--budget", type=float, default=120.0, help="seconds a peer run may take")
@@ -209,9 +219,9 @@ def main() -> int:
     import logging
 
     logging.disable(logging.CRITICAL)
-    names = args.formats or [
-        f for f in formats.names() if profile(f).vllm is not None or profile(f).sglang is not None
-    ]
+    names = args.formats
+    if args.all:
+        names = [f for f in formats.names() if profile(f).vllm or profile(f).sglang]
     print("µs per output token (lower is better). toolwire: parse + its own incremental")
     print("detokenization; peers: parser calls only (detokenization excluded).\n")
     summary: dict[str, Any] = {}

@@ -35,12 +35,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests import side_process
+from tests import beside
 from tests.data import EXTRAS, FAST_TIER, TIER, data_dir, missing_extra, tokenizer_for
 from toolwire import Tokenizer
 
 #: Modules whose tests are integration tests, and why.
 INTEGRATION: dict[str, str] = {
+    "test_beside.py": "pytest sessions in subprocesses",
     "test_bfcl_roundtrip.py": "BFCL corpora on every format's real tokenizer",
     "test_check.py": "toolwire check on BFCL, in subprocesses",
     "test_core_cases.py": "Qwen3's real vocabulary",
@@ -90,6 +91,13 @@ if "TOOLWIRE_STORE" not in os.environ:
     atexit.register(shutil.rmtree, _STORE, True)
     os.environ["TOOLWIRE_STORE"] = os.path.join(_STORE, "responses.sqlite3")
 
+#: Modules whose items run in a pytest process beside the session (tests/beside.py),
+#: and why: CPU-bound, sharing nothing with the rest, so on two cores they overlap it.
+BESIDE: dict[str, str] = {
+    "test_grammar_agreement.py": "XGrammar and llguidance compiles and walks, every format",
+    "test_invariants.py": "the parser's property tests, every format",
+}
+
 #: Property-test examples per tier (TOOLWIRE_EXAMPLES overrides both).
 EXAMPLES = {"fast": 50, "full": 200}
 
@@ -121,6 +129,8 @@ def pytest_configure(config: pytest.Config) -> None:
         derandomize=os.environ.get("TOOLWIRE_RANDOM_SEED") is None,
     )
     settings.load_profile("toolwire")
+    if beside.inside():
+        config.pluginmanager.register(beside.Sender(config), "beside-sender")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -128,27 +138,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.path.name in INTEGRATION:
             item.add_marker(pytest.mark.integration)
     _group_by_format(items, "test_grammar_agreement.py")
-    if not config.getoption("fast"):
-        return
-    kept, dropped = [], []
-    for item in items:
-        (dropped if item.get_closest_marker("integration") else kept).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    if config.getoption("fast"):
+        kept, dropped = [], []
+        for item in items:
+            (dropped if item.get_closest_marker("integration") else kept).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+    beside.arrange(config, items, set(BESIDE))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What collection built lives for the session (the parametrized cases, and the
     vocabularies `tests/test_invariants.py` reads at import): frozen out of the garbage
     collector, so that its full collections do not walk it again for every test. Then
-    the side processes start (tests/side_process.py)."""
+    the beside process starts (tests/beside.py)."""
     gc.freeze()
-    side_process.start(session)
+    beside.start(session)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> bool | None:
+    """An item that runs beside is reported from there."""
+    return True if beside.relay(item) else None
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    side_process.close_all()
+    beside.close()
 
 
 def _group_by_format(items: list[pytest.Item], module: str) -> None:

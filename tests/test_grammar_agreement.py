@@ -25,11 +25,8 @@ acceptance pass compiles tags without the delimiter exclusion in argument string
 strings holding a delimiter, and the test asserts that no rendered argument does;
 a few cases are also checked with the default tag.
 
-The items run grouped by format, one vocabulary's grammar objects held at a time. The
-llguidance items' checks run in a side process (tests/side_process.py), started when
-collection ends, that goes through the formats in the same order while the session
-runs the modules before this one and the XGrammar items; each llguidance item reports
-its own check's outcome from there.
+The items run grouped by format, one vocabulary's grammar objects held at a time, and
+in a pytest process beside the session's other modules (tests/beside.py).
 """
 
 from __future__ import annotations
@@ -50,7 +47,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from tests import cases, side_process
+from tests import cases
 from tests.data import ROOT
 from tests.grammar_support import (
     BACKENDS,
@@ -62,7 +59,6 @@ from tests.grammar_support import (
     release,
     walk,
 )
-from tests.side_process import Job
 from toolwire import Message, Parser, Tokenizer, formats
 from toolwire.formats.spec import AnchoredShape, HeaderShape, Shape
 from toolwire.grammar import GrammarPolicy, lark_grammar_with_reason
@@ -122,42 +118,10 @@ def _one_vocabulary_at_a_time(request: pytest.FixtureRequest) -> None:
     _hold(_params(request.node).get("fmt"))
 
 
-#: The backend whose items run in a side process (tests/side_process.py), beside the
-#: session's own XGrammar items: the two halves share nothing, and side by side on two
-#: cores they take about the longer one's time.
-BESIDE = "llguidance"
-
-
-def side_jobs(items: list[pytest.Function]) -> list[Job]:
-    """The side process's jobs: this module's selected items on `BESIDE`, in order
-    (`tests/side_process.py` starts it when collection ends)."""
-    jobs: list[Job] = []
-    for item in items:
-        params = _params(item)
-        if params.get("backend") == BESIDE:
-            test = (item.originalname, params["fmt"])
-            jobs.append((item.name, f"{__name__}:beside", test))
-    return jobs
-
-
-def beside(test: str, fmt: str) -> None:
-    """Test `test`'s check of `fmt` on `BESIDE`, in the side process."""
-    _hold(fmt)
-    CHECKS[test](fmt, cases.tokenizer(fmt), BESIDE)
-
-
-def _run(
-    request: pytest.FixtureRequest,
-    check: Callable[[str, Tokenizer, str], None],
-    backend: str,
-    fmt: str,
-) -> None:
-    """The item's check: here on XGrammar, in the side process on `BESIDE`."""
+def _run(check: Callable[[str, Tokenizer, str], None], backend: str, fmt: str) -> None:
+    """The item's check of `fmt` on `backend`."""
     need(backend)
-    if backend == BESIDE:
-        side_process.of(__name__).report(request.node.name)
-    else:
-        check(fmt, cases.tokenizer(fmt), backend)
+    check(fmt, cases.tokenizer(fmt), backend)
 
 
 _FAST = GrammarPolicy(exclude_delimiters=False)
@@ -236,8 +200,8 @@ def _grammar(
 
 @pytest.mark.parametrize("fmt", SUPPORTED)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_ground_truth_is_accepted(request: pytest.FixtureRequest, backend: str, fmt: str) -> None:
-    _run(request, check_ground_truth, backend, fmt)
+def test_ground_truth_is_accepted(backend: str, fmt: str) -> None:
+    _run(check_ground_truth, backend, fmt)
 
 
 def check_ground_truth(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
@@ -319,10 +283,8 @@ def _opened(fmt: str, tok: Tokenizer, ids: list[int], token_level: bool, names: 
 
 @pytest.mark.parametrize("fmt", SUPPORTED)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_walks_parse_into_valid_calls(
-    request: pytest.FixtureRequest, backend: str, fmt: str
-) -> None:
-    _run(request, check_walks, backend, fmt)
+def test_walks_parse_into_valid_calls(backend: str, fmt: str) -> None:
+    _run(check_walks, backend, fmt)
 
 
 def check_walks(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
@@ -425,16 +387,14 @@ def _words(tok: Tokenizer) -> np.ndarray:
 
 @pytest.mark.parametrize("fmt", SUPPORTED)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_walks_never_put_a_delimiter_id_inside_a_value(
-    request: pytest.FixtureRequest, backend: str, fmt: str
-) -> None:
+def test_walks_never_put_a_delimiter_id_inside_a_value(backend: str, fmt: str) -> None:
     """Inside a string argument value (reached by a genuine rendered call, cut in the
     middle of the value), and at every step of a walk that keeps writing value text,
     the compiled tag allows none of the ids a parser acts on inside a call body (the
     call's opening and closing delimiters, the section's end; for harmony every
     delimiter): the parser can never see a call end or begin inside a value.
     Token-level tags only (elsewhere no delimiter has an id)."""
-    _run(request, check_no_delimiter_inside, backend, fmt)
+    _run(check_no_delimiter_inside, backend, fmt)
 
 
 def check_no_delimiter_inside(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
@@ -482,7 +442,7 @@ def _value_closes(fmt: str) -> list[str]:
 @pytest.mark.parametrize("fmt", [f for f in SUPPORTED if _value_closes(f)])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_json_value_in_a_tagged_parameter_never_holds_the_values_close(
-    request: pytest.FixtureRequest, backend: str, fmt: str
+    backend: str, fmt: str
 ) -> None:
     """Inside a string of a JSON value (an array parameter's item) of a tagged
     parameter, the compiled tag never allows the value's close: the parser reads the
@@ -490,7 +450,7 @@ def test_a_json_value_in_a_tagged_parameter_never_holds_the_values_close(
     on GLM 4.7 found its `</arg_value>` id there). A close of one token is never
     allowed; one of several pieces whose first id begins other marks too (Kimi K3's
     `<|close|>argument<|sep|>`) may begin, and is never completed."""
-    _run(request, check_json_value_close, backend, fmt)
+    _run(check_json_value_close, backend, fmt)
 
 
 def check_json_value_close(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
@@ -514,17 +474,6 @@ def check_json_value_close(fmt: str, tok: Tokenizer, backend: str = "xgrammar") 
             probe = matcher.fork()
             assert not all(probe.accept(i) for i in run), tok.decode(run)
         assert matcher.accept(int(rng.choice(words[allowed[words]])))
-
-
-#: Each parametrized test's check, by the test's name (what the side process runs).
-CHECKS: dict[str, Callable[[str, Tokenizer, str], None]] = {
-    "test_ground_truth_is_accepted": check_ground_truth,
-    "test_walks_parse_into_valid_calls": check_walks,
-    "test_walks_never_put_a_delimiter_id_inside_a_value": check_no_delimiter_inside,
-    "test_a_json_value_in_a_tagged_parameter_never_holds_the_values_close": (
-        check_json_value_close
-    ),
-}
 
 
 # Runs in a fresh interpreter: what it registers must not leak into other tests.
