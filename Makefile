@@ -47,7 +47,6 @@ serve: $(VENV)/.serve-installed
 # Request bodies for vLLM/SGLang checked by those engines' own code (needs .venv-bench).
 check-engines: $(VENV)/.test-installed
 	@test -x .venv-bench/bin/python || { echo ".venv-bench (vllm, sglang) is missing"; exit 1; }
-	.venv-bench/bin/pip install -q llguidance   # vLLM's structural-tag validation imports it
 	$(BIN)/pytest -rs tests/test_engine_bodies.py
 
 test: lint types pytest
@@ -80,7 +79,9 @@ docs: $(VENV)/.test-installed
 
 # The peers' parsers (vLLM 0.33, SGLang 0.5.23) in their own venv (CONTRIBUTING.md,
 # "Run the peers"): the CPU torch wheel first, their small dependencies, then both --no-deps;
-# matplotlib for the conformance chart; toolwire itself without dependencies.
+# matplotlib for the conformance chart; llguidance (vLLM's structural-tag validation
+# imports it) and einops (0.33 inspects the model with it); toolwire itself without
+# dependencies.
 BENCH := .venv-bench/bin
 
 $(BENCH)/python:
@@ -92,7 +93,7 @@ $(BENCH)/python:
 	  pillow starlette fastapi typing_extensions pydantic partial-json-parser triton msgspec \
 	  pyzmq tqdm ipython aiohttp openai regex xgrammar transformers tokenizers cbor2 urllib3 \
 	  openai-harmony cachetools prometheus-client cloudpickle uvloop py-cpuinfo jinja2 ijson \
-	  mistral-common matplotlib
+	  mistral-common matplotlib llguidance einops
 	$(BENCH)/pip install -q --no-deps sglang==0.5.23 vllm==0.33.0
 	$(BENCH)/pip install -q --no-deps -e .
 	touch $@
@@ -155,7 +156,6 @@ $(VLLM)/python:
 # runs the tests, stops them. Then the renderer's parity with vLLM's own
 # (tests/test_vllm_renderer.py) in this venv and, when it exists, in .venv-bench (0.33).
 test-vllm: .venv-vllm/.vllm-installed
-	@if [ -x $(BENCH)/python ]; then $(BENCH)/pip install -q llguidance einops; fi  # 0.33 inspects the model with them
 	TOOLWIRE_VLLM_REAL=1 $(VLLM)/pytest -rs -s -m vllm_real tests/test_vllm_real.py tests/test_vllm_renderer.py
 
 # The agents people run, on their default settings, through a whole tool loop against

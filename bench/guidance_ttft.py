@@ -26,6 +26,12 @@ tag's mask excludes those ids) still counts if its first output came before; the
 are printed, and so is how many tags each server built (its metrics), to show the
 setting took. The machine may be shared: alternating blocks and medians are the result.
 
+Each request's first output is also classified (`output_kind`): a call, or text. A
+call's first event through toolwire comes once its name is whole, some tokens after
+vLLM's first token, and a constraint changes how often the random model begins with
+one; so the p50 over the requests that began with text, per setting, compares like
+with like.
+
 Where guidance's time goes: the same blocks also run `direct on` and `direct off`, the
 very `/v1/completions` request toolwire sends vLLM (captured once through a pass-through
 proxy between a third `toolwire serve` and vLLM), with and without its
@@ -84,28 +90,48 @@ def chat_body(tools: list[dict[str, Any]], tokens: int) -> dict[str, Any]:
     }
 
 
+#: Qwen3's `<tool_call>`: a completion whose first token it is begins a call.
+CALL_ID = 151657
+
+
+def output_kind(event: bytes) -> str:
+    """What the first output event carries: "call" (a call's first chunk, or a
+    completion's `<tool_call>` token), else "text"."""
+    data = json.loads(event.partition(b"data: ")[2])
+    for choice in data.get("choices") or []:
+        ids = choice.get("token_ids") or []
+        if (ids and ids[0] == CALL_ID) or (choice.get("delta") or {}).get("tool_calls"):
+            return "call"
+    return "text"
+
+
 async def first_output(
     session: aiohttp.ClientSession, url: str, body: dict[str, Any]
-) -> tuple[float | None, bool]:
-    """(seconds to the first output or None, whether the stream carried an error)."""
+) -> tuple[float | None, bool, str]:
+    """(seconds to the first output or None, whether the stream carried an error, what
+    the first output was: `output_kind`)."""
     started = time.perf_counter()
     first: float | None = None
+    kind = ""
     errored = False
     pending = b""
     async with session.post(url, json=body) as response:
         if response.status != 200:
-            return None, True
+            return None, True, kind
         async for chunk in response.content.iter_any():
             pending += chunk
             *events, pending = pending.split(b"\n\n")
             for event in events:
                 if first is None and _has_output(event):
                     first = time.perf_counter() - started
+                    kind = output_kind(event)
                 errored = errored or event.startswith(b'data: {"error"')
-    return first, errored
+    return first, errored, kind
 
 
-async def batch(url: str, body: dict[str, Any], streams: int) -> list[tuple[float | None, bool]]:
+async def batch(
+    url: str, body: dict[str, Any], streams: int
+) -> list[tuple[float | None, bool, str]]:
     timeout = aiohttp.ClientTimeout(total=900)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -232,20 +258,22 @@ def main() -> int:
                 where, sent = targets[setting]
                 for _ in range(args.batches):
                     results += asyncio.run(batch(where, sent, args.streams))
-                ttft = [t for t, _ in results if t is not None]
+                ttft = [t for t, _, _ in results if t is not None]
                 block = {
                     "block": index,
                     "guidance": setting,
                     "ttft_s": ttft,
+                    "text_first_s": [t for t, _, k in results if t is not None and k == "text"],
                     "p50_ms": p50_ms(ttft) if ttft else None,
-                    "no_output": sum(t is None for t, _ in results),
-                    "errors": sum(e for _, e in results),
+                    "calls_first": sum(k == "call" for _, _, k in results),
+                    "no_output": sum(t is None for t, _, _ in results),
+                    "errors": sum(e for _, e, _ in results),
                 }
                 blocks.append(block)
                 print(
                     f"  block {index} guidance {setting:10s} TTFT p50 {block['p50_ms']} ms "
-                    f"({len(ttft)} requests, {block['errors']} errors, "
-                    f"{block['no_output']} without output)",
+                    f"({len(ttft)} requests, {block['calls_first']} beginning with a call, "
+                    f"{block['errors']} errors, {block['no_output']} without output)",
                     flush=True,
                 )
         for setting, where in servers.items():
@@ -253,9 +281,12 @@ def main() -> int:
     summary: dict[str, Any] = {}
     for setting in SETTINGS:
         of = [b for b in blocks if b["guidance"] == setting and b["p50_ms"] is not None]
+        text_first = [t for b in of for t in b["text_first_s"]]
         summary[setting] = {
             "median_block_p50_ms": round(statistics.median(b["p50_ms"] for b in of), 1),
             "p50_all_ms": p50_ms([t for b in of for t in b["ttft_s"]]),
+            "calls_first": sum(b["calls_first"] for b in of),
+            "p50_text_first_ms": p50_ms(text_first) if text_first else None,
         }
     for key in ("median_block_p50_ms", "p50_all_ms"):
         summary[f"ratio_{key}"] = round(summary["on"][key] / summary["off"][key], 3)
@@ -276,6 +307,12 @@ def main() -> int:
         f"{summary['direct_ratio_median_block_p50_ms']} (block p50s), "
         f"{summary['direct_ratio_p50_all_ms']} (all requests)"
     )
+    for setting in SETTINGS:
+        got = summary[setting]
+        print(
+            f"{setting}: {got['calls_first']} requests began with a call; p50 of those "
+            f"beginning with text {got['p50_text_first_ms']} ms"
+        )
     if args.json:
         report = {"args": {k: str(v) for k, v in vars(args).items()}, "blocks": blocks}
         args.json.write_text(json.dumps(report | {"summary": summary}, indent=1))

@@ -173,6 +173,8 @@ _V_ENGINE = Cite(
     "request.skip_special_tokens = False",
     "engine parsers' adjust_request",
 )
+_V_MINICPM5 = Cite("vllm/tool_parsers/minicpm5xml_tool_parser.py", 490,
+                   "request.skip_special_tokens = False", "minicpm5 adjust_request")  # fmt: skip
 _V_GRANITE4 = Cite("vllm/tool_parsers/granite4_tool_parser.py", 71,
                    "request.skip_special_tokens = False", "granite4 adjust_request")  # fmt: skip
 _V_LFM2 = Cite("vllm/tool_parsers/lfm2_tool_parser.py", 91,
@@ -399,8 +401,8 @@ PROFILES: dict[str, Profile] = {
     ),
     # MiniCPM: ChatML's ends (no MiniCPM generation config offline).
     "minicpm5": Profile(
-        "derived:minicpm5", None, None, ("<|im_end|>", "<|endoftext|>"), _v("minicpm5"),
-        _s("minicpm5"),
+        "derived:minicpm5", None, None, ("<|im_end|>", "<|endoftext|>"),
+        _v("minicpm5", skip=False, cite=_V_MINICPM5), _s("minicpm5"),
     ),
     # xLAM-2-8b-fc-r: text-gated, on Llama 3's vocabulary (its base model's). SGLang
     # has no xLAM detector.
