@@ -18,11 +18,17 @@ $(BIN)/python:
 # grammar extra, imports torch; a bare 'torch' would pull a CUDA build), then toolwire
 # with llama.cpp. PyPI has llama-cpp-python as source only, so pip compiles it here,
 # with its own progress shown; it keeps the wheel it built, so later venvs take seconds.
+# The build targets AVX2 rather than `-march=native`: on a CPU with AMX (Sapphire Rapids
+# and later) a native build repacks the weights for llama.cpp's AMX kernels, which
+# crash in `ggml_backend_amx_mul_mat` at the first prompt of a few hundred tokens
+# (ggml-org/llama.cpp#20824, open). A wheel pip cached from a native build is reused
+# whatever CMAKE_ARGS say: `pip cache remove llama_cpp_python` drops it.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(VENV)/.engine-installed: $(BIN)/python pyproject.toml
 	$(STEP) "torch 2.13.0, the CPU wheel (a download of about 200 MB)" \
 	  $(BIN)/pip install -q 'torch==2.13.0'
 	$(STEP) "llama-cpp-python: built from source, about 10 minutes on 2 cores the first time (seconds once pip has cached the wheel)" \
-	  $(BIN)/pip install -e '.[llama]'
+	  env CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[llama]'
 	@touch $@
 
 $(VENV)/.test-installed: $(VENV)/.engine-installed pyproject.toml
