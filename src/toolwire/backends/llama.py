@@ -13,6 +13,11 @@ Invariants:
 * Grammar compiles do not run there when the server compiled the tag already
   (`Generation.grammar`, `compile_structural_tag` on the server's pool): a request
   waits for the worker only while another one generates, never while one compiles.
+* A request's logits are those of its prompt evaluated afresh, whatever was served
+  before: llama.cpp's numbers depend on how many tokens one decode call holds, so the
+  cache of the previous prompt is reused only in whole batches of `n_batch` tokens that
+  a fresh evaluation would have decoded the same way (`reusable`); identical requests
+  give identical logprobs, and a tail of under `n_batch` tokens is decoded again.
 * Closing the iterator sets a cancel flag the worker checks before every id, so a
   client that disconnects frees the worker within one token.
 * With a constraint, every sampled id was allowed by its matcher (a logits mask over
@@ -46,7 +51,7 @@ from toolwire.backends.grammar_backend import GUIDANCE, XGRAMMAR
 from toolwire.errors import UsageError
 from toolwire.tokenizer import Tokenizer
 
-__all__ = ["LlamaEngine", "training_context"]
+__all__ = ["LlamaEngine", "reusable", "training_context"]
 
 # Turn-ending tokens of common chat vocabularies: generation stops at any that exist.
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<|return|>")
@@ -55,6 +60,20 @@ _Item = Delta | EngineError
 
 #: The context when a GGUF names none (llama.cpp's own default).
 _FALLBACK_CONTEXT = 4096
+
+
+def reusable(cached: Iterable[int], prefilled: int, prompt: list[int], batch: int) -> int:
+    """How many of the cached positions a request for `prompt` keeps: the prefix it shares
+    with the `cached` ids, cut to the previous prompt's `prefilled` length (the ids
+    generated after it were decoded one by one) and to one short of `prompt` (its last
+    id is decoded to give the logits), then down to a whole number of `batch`-token
+    decode calls, the ones a fresh evaluation of `prompt` makes first."""
+    shared = 0
+    for have, want in zip(cached, prompt, strict=False):
+        if have != want:
+            break
+        shared += 1
+    return min(shared, prefilled, len(prompt) - 1) // batch * batch
 
 
 def training_context(metadata: Mapping[str, Any]) -> int:
@@ -145,6 +164,8 @@ class LlamaEngine:
                 "not enforced on the embedded engine (pip install 'toolwire[grammar]')"
             )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
+        #: The previous prompt's length: the cache holds its prefill (`reusable`).
+        self._prefilled = 0
 
     def _end_ids(self, metadata: dict[str, Any]) -> Iterable[int]:
         yield from self.tokenizer.eos_ids
@@ -236,8 +257,14 @@ class LlamaEngine:
             self._llama.set_seed(seed)
             temperature = 1.0 if generation.temperature is None else generation.temperature
             top_p = 1.0 if generation.top_p is None else generation.top_p
-            tokens = self._llama.generate(
-                generation.prompt_ids,
+            prompt = list(generation.prompt_ids)
+            llama = self._llama
+            # llama-cpp-python reuses the cache up to `n_tokens`; it frees the rest itself.
+            cached = llama.input_ids[: llama.n_tokens]
+            llama.n_tokens = reusable(cached, self._prefilled, prompt, llama.n_batch)
+            self._prefilled = len(prompt)
+            tokens = llama.generate(
+                prompt,
                 temp=temperature,
                 top_p=top_p,
                 top_k=0,
