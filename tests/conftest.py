@@ -91,6 +91,11 @@ if "TOOLWIRE_STORE" not in os.environ:
     atexit.register(shutil.rmtree, _STORE, True)
     os.environ["TOOLWIRE_STORE"] = os.path.join(_STORE, "responses.sqlite3")
 
+# Every embedded engine a test starts (`toolwire serve`, `create_app`) evaluates on one
+# thread: the suite runs two processes on two cores, and llama.cpp's threads spin while
+# they wait for each other, so a second thread makes a prefill crawl under load.
+os.environ.setdefault("TOOLWIRE_THREADS", "1")
+
 #: Modules whose items run in a pytest process beside the session (tests/beside.py),
 #: and why: CPU-bound, sharing nothing with the rest, so on two cores they overlap it.
 BESIDE: dict[str, str] = {

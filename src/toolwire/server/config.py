@@ -80,7 +80,13 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "context length of the embedded engine (default: the GGUF's training context)",
     ),
-    Option("--threads", int, None, "CPU threads of the embedded engine (default: all)"),
+    Option(
+        "--threads",
+        int,
+        None,
+        "CPU threads of the embedded engine, for generation and prompts alike "
+        "(default: llama.cpp's, half the cores to generate and all for prompts)",
+    ),
     Option("--max-tokens", int, 512, "max_tokens when a request gives none"),
     Option(
         "--max-prompt-tokens",
