@@ -100,9 +100,7 @@ os.environ.setdefault("TOOLWIRE_THREADS", "1")
 #: and why: CPU-bound, sharing nothing with the rest, so on two cores they overlap it.
 BESIDE: dict[str, str] = {
     "test_grammar_agreement.py": "XGrammar and llguidance compiles and walks, every format",
-    "test_grammar_service.py": "llama.cpp generations and XGrammar compiles (SmolLM2-135M)",
     "test_invariants.py": "the parser's property tests, every format",
-    "test_server_agent_embedded.py": "llama.cpp generations on every API (SmolLM2-135M)",
 }
 
 #: Property-test examples per tier (TOOLWIRE_EXAMPLES overrides both).

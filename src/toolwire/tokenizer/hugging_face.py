@@ -25,7 +25,6 @@ the tests. Every other vocabulary (SentencePiece with byte fallback, Metaspace) 
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -120,7 +119,6 @@ class HuggingFaceTokenizer(Tokenizer, default=True):
         )
         self._spelled: _Backend | None = None
         self._table: tuple[dict[int, str], dict[int, bytes]] | None = None
-        self._plain: dict[int, str] | None = None
         self._byte_level = _is_byte_level(backend)
 
     # -- vocabulary facts -------------------------------------------------------------
@@ -165,10 +163,8 @@ class HuggingFaceTokenizer(Tokenizer, default=True):
         """None for vocabularies that are not byte-level (`DecodeStream` decodes them)."""
         if not self._byte_level:
             return None
-        if self._plain is None:
-            text, _ = self._byte_table()
-            self._plain = {i: s for i, s in text.items() if i not in self._added}
-        return self._plain
+        text, _ = self._byte_table()
+        return text
 
     def detokenizer(self) -> Detokenizer:
         if self._byte_level:
@@ -191,20 +187,25 @@ class HuggingFaceTokenizer(Tokenizer, default=True):
         return self._spelled
 
     def _byte_table(self) -> tuple[dict[int, str], dict[int, bytes]]:
+        """The ordinary ids' complete texts (what `plain_texts` gives), and the bytes of
+        the rest: pieces of a character, and the added tokens (`TableDetokenizer`
+        decodes those from their bytes). Each id's bytes are held once."""
         if self._table is None:
             decode_byte = {c: b for b, c in _bytes_to_unicode().items()}
             text: dict[int, str] = {}
             raw: dict[int, bytes] = {}
             for piece, i in self._backend.get_vocab(with_added_tokens=False).items():
+                if i in self._added:
+                    continue
                 try:
                     data = bytes(decode_byte[c] for c in piece)
                 except KeyError:
                     data = piece.encode()
-                raw[i] = data
-                with contextlib.suppress(UnicodeDecodeError):
+                try:
                     text[i] = data.decode("utf-8")
+                except UnicodeDecodeError:  # part of a character: only its bytes
+                    raw[i] = data
             for i, (content, _) in self._added.items():
-                text[i] = content
                 raw[i] = content.encode()
             self._table = (text, raw)
         return self._table

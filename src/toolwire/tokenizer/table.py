@@ -15,7 +15,9 @@ __all__ = ["TableDetokenizer"]
 
 
 class TableDetokenizer:
-    """A table of complete strings, and a UTF-8 decoder for the rest."""
+    """A table of complete strings, and a UTF-8 decoder for the rest: `raw` need hold
+    only the bytes of the ids without an entry in `text` (the others' bytes are their
+    text, encoded), so a vocabulary's bytes need not be kept twice."""
 
     __slots__ = ("_bytes", "_decoder", "_text", "pending")
 
