@@ -66,10 +66,10 @@ types: $(VENV)/.test-installed
 	$(STEP) "mypy --strict" \
 	  $(BIN)/mypy --strict src peers scripts
 
-# The whole suite, both tiers: 13 to 15 minutes on 2 idle cores and up to about 5.5 GB of memory at
+# The whole suite, both tiers: 11 to 14 minutes on 2 idle cores and up to about 4.5 GB of memory at
 # its peak, so on 2 busy cores it takes far longer; pytest prints its progress in %.
 pytest: $(VENV)/.test-installed
-	$(STEP) "pytest, both tiers (13 to 15 minutes on 2 idle cores, up to ~5.5 GB; make test-fast: the unit tier in about a minute)" \
+	$(STEP) "pytest, both tiers (11 to 14 minutes on 2 idle cores, up to ~4.5 GB; make test-fast: the unit tier in about a minute)" \
 	  $(BIN)/pytest
 
 # The unit tier alone, in about a minute: every module's unit tests on the synthetic
