@@ -74,12 +74,13 @@ def reusable(cached: Iterable[int], prefilled: int, prompt: list[int], batch: in
     generated after it were decoded one by one) and to one short of `prompt` (its last
     id is decoded to give the logits), then down to a whole number of `batch`-token
     decode calls, the ones a fresh evaluation of `prompt` makes first."""
+    limit = min(prefilled, len(prompt) - 1)  # compared no further than can be kept
     shared = 0
-    for have, want in zip(cached, prompt, strict=False):
+    for have, want in zip(cached, prompt[:limit], strict=False):
         if have != want:
             break
         shared += 1
-    return min(shared, prefilled, len(prompt) - 1) // batch * batch
+    return shared // batch * batch
 
 
 def training_context(metadata: Mapping[str, Any]) -> int:
