@@ -1,10 +1,10 @@
 """Test items run by a second pytest process beside the session, their reports relayed
 into the session as if they had run in it.
 
-The suite's largest CPU-bound groups (the grammar agreement on both backends, the
-parser's property tests) share no state with the rest. On two cores the session hands
-them to a pytest process of their own, started when collection ends, and runs every
-other item meanwhile; the relayed items come last, so the session waits for a report
+The suite's largest groups that keep a core busy (the embedded engine's long prompts,
+the grammar agreement on both backends, the parser's property tests) share no state
+with the rest. On two cores the session hands them to a pytest process of their own,
+started when collection ends, and runs every other item meanwhile; the relayed items come last, so the session waits for a report
 only when it has nothing else to run::
 
     session                                          beside (python -m pytest MODULES)
@@ -149,21 +149,27 @@ def _failed(item: pytest.Item, why: str) -> Iterator[TestReport]:
 _RUNNING: list[Beside] = []
 
 
-def arrange(config: pytest.Config, items: list[pytest.Item], modules: set[str]) -> None:
+def arrange(config: pytest.Config, items: list[pytest.Item], modules: list[str]) -> None:
     """In the session: move the items of `modules` to the end (they run beside).
-    In the beside process: keep only the items the session handed over."""
+    In the beside process: keep only the items the session handed over, module by
+    module in the order of `modules` (the first one starts at once)."""
+    order = {name: i for i, name in enumerate(modules)}
     if inside():
         with open(os.environ[ITEMS], encoding="utf-8") as listed:
             wanted = set(listed.read().splitlines())
         dropped = [item for item in items if item.nodeid not in wanted]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if item.nodeid in wanted]
+        kept = [item for item in items if item.nodeid in wanted]
+        items[:] = sorted(kept, key=lambda item: order[item.path.name])  # stable
         return
     if os.environ.get("TOOLWIRE_BESIDE") == "0":
         return
-    here = [item for item in items if item.path.name not in modules]
-    away = [item for item in items if item.path.name in modules]
+    here = [item for item in items if item.path.name not in order]
+    away = sorted(
+        (item for item in items if item.path.name in order),
+        key=lambda item: order[item.path.name],
+    )
     if here and away:
         items[:] = here + away
         for item in away:

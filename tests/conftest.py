@@ -97,8 +97,11 @@ if "TOOLWIRE_STORE" not in os.environ:
 os.environ.setdefault("TOOLWIRE_THREADS", "1")
 
 #: Modules whose items run in a pytest process beside the session (tests/beside.py),
-#: and why: CPU-bound, sharing nothing with the rest, so on two cores they overlap it.
+#: in this order, and why: sharing nothing with the rest, busy on a core of their own
+#: (the engine's prefill first, while the session's modules need no llama.cpp), so on
+#: two cores they overlap it.
 BESIDE: dict[str, str] = {
+    "test_server_embedded_context.py": "6.5k- and 8k-token prefills on the embedded engine",
     "test_grammar_agreement.py": "XGrammar and llguidance compiles and walks, every format",
     "test_invariants.py": "the parser's property tests, every format",
 }
@@ -150,14 +153,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
-    beside.arrange(config, items, set(BESIDE))
+    beside.arrange(config, items, list(BESIDE))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection built lives for the session (the parametrized cases, and the
-    vocabularies `tests/test_invariants.py` reads at import): frozen out of the garbage
-    collector, so that its full collections do not walk it again for every test. Then
-    the beside process starts (tests/beside.py)."""
+    """What collection built lives for the session (the parametrized cases): frozen out
+    of the garbage collector, so that its full collections do not walk it again for
+    every test. Then the beside process starts (tests/beside.py)."""
     gc.freeze()
     beside.start(session)
 

@@ -27,7 +27,7 @@ def pytest_configure(config):
         config.pluginmanager.register(beside.Sender(config), "beside-sender")
 
 def pytest_collection_modifyitems(config, items):
-    beside.arrange(config, items, {"test_away.py"})
+    beside.arrange(config, items, ["test_away.py"])
 
 def pytest_collection_finish(session):
     beside.start(session)
