@@ -4,8 +4,8 @@ into the session as if they had run in it.
 The suite's largest groups that keep a core busy (the embedded engine's long prompts,
 the grammar agreement on both backends, the parser's property tests) share no state
 with the rest. On two cores the session hands them to a pytest process of their own,
-started when collection ends, and runs every other item meanwhile; the relayed items come last, so the session waits for a report
-only when it has nothing else to run::
+started when collection ends, and runs every other item meanwhile; the relayed items
+come last, so the session waits for a report only when it has nothing else to run::
 
     session                                          beside (python -m pytest MODULES)
     collection ends: the beside items moved to
