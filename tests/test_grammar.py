@@ -25,7 +25,9 @@ from toolwire import (
     structural_tag_with_reason,
 )
 from toolwire.errors import UsageError
+from toolwire.formats.spec import HeaderShape
 from toolwire.grammar import legacy_structural_tag, normalize
+from toolwire.grammar.harmony import _header_classes
 from toolwire.grammar.preflight import check
 from toolwire.grammar.schema import strip_lookaround
 
@@ -552,6 +554,47 @@ def test_harmony_builtin_header_forms() -> None:
                 assert len(Message.from_events(events).tool_calls) == len(calls)
             checked += 1
     assert checked >= 30, checked
+
+
+def test_harmony_header_classes_spell_exactly_the_shape_headers() -> None:
+    """The call headers factored around the name (one `or` of prefixes, then per tool
+    the name and one `or` of suffixes): the classes' products are the shape's headers,
+    bare or after `start`, each once, and no other."""
+    shape = formats.get("gpt_oss").grammar
+    assert isinstance(shape, HeaderShape)
+    classes = _header_classes(shape)
+    spelled = [
+        p + "{name}" + s for prefixes, suffixes in classes for p in prefixes for s in suffixes
+    ]
+    expected = [*shape.calls, *(shape.start + h for h in (*shape.calls, *shape.calls_after_start))]
+    assert sorted(spelled) == sorted(expected) and len(set(spelled)) == len(spelled)
+    assert len(classes) == 2  # the channel-first forms share their endings
+
+
+def test_harmony_tag_reads_every_header_form_for_names_that_prefix_each_other() -> None:
+    """With tools `get` and `get_weather`, every header form takes either name (the
+    factored tag branches after the common prefix, so a name that is a prefix of another
+    must still end where its own suffix begins) and no form takes an undeclared name."""
+    tools = [
+        {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+        for n in ("get", "get_weather")
+    ]
+    tag = json.dumps(structural_tag("gpt_oss", tools, policy=FAST))
+    vocab = sorted({chr(i) for i in range(32, 127)} | {"\n"})
+    compiled = xgr.GrammarCompiler(xgr.TokenizerInfo(vocab)).compile_grammar(
+        xgr.Grammar.from_structural_tag(tag)
+    )
+
+    def matches(text: str) -> bool:
+        matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+        return bool(matcher.accept_string(text) and matcher.is_completed())
+
+    shape = formats.get("gpt_oss").grammar
+    assert isinstance(shape, HeaderShape)
+    headers = [*shape.calls, *(shape.start + h for h in (*shape.calls, *shape.calls_after_start))]
+    for header in headers:
+        for name, ok in (("get", True), ("get_weather", True), ("get_weathe", False)):
+            assert matches(header.replace("{name}", name) + "{}<|call|>") == ok, (header, name)
 
 
 def test_shared_rules_hold_one_copy_of_the_string_rules_whatever_the_tools() -> None:

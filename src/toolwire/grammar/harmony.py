@@ -23,7 +23,13 @@ TEXT holds no delimiter (token level: no delimiter id). The headers are the form
 `formats.gpt_oss.route` reads and XGrammar's built-in harmony template writes; a
 recipient-first header is not allowed as the first message without a leading
 `<|start|>assistant`: the parser reads the prompt's own header as ended there, so
-the text ` to=...` would be content. Pure: no xgrammar import.
+the text ` to=...` would be content.
+
+The call headers are factored around NAME: the text before it is one `or` over the
+forms that take the same endings, then one `or` over the tools, each NAME followed by
+its endings, arguments and `<|call|>`. The language is the one the unfactored product
+(forms x tools) spells; a matcher's live states after `commentary to=functions.` are one
+per tool instead of one per tool and form. Pure: no xgrammar import.
 """
 
 from __future__ import annotations
@@ -51,13 +57,9 @@ class _Harmony:
     def seq(self, elements: list[Element]) -> Element:
         return {"type": "sequence", "elements": elements}
 
-    def heads(self, heads: list[str], recipient_first: Sequence[str] = ()) -> Element:
-        """A message's header: each of `heads`, bare or after the shape's `start`;
-        each of `recipient_first` only after it."""
-        start = self.shape.start
-        options = [h for head in heads for h in (head, start + head)]
-        options += [start + head for head in recipient_first]
-        return {"type": "or", "elements": [self.seq(self.lex.elements(o)) for o in options]}
+    def heads(self, heads: list[str]) -> Element:
+        """A message's header: each of `heads`, bare or after the shape's `start`."""
+        return self.any_of([h for head in heads for h in (head, self.shape.start + head)])
 
     def text(self, end: str) -> Element:
         """Text without delimiters, then `end`."""
@@ -88,19 +90,55 @@ class _Harmony:
         texts = [*(self.text(end) for end in ends), self.open_text()]
         return self.seq([self.heads([head]), {"type": "or", "elements": texts}])
 
-    def call(self, spec: ToolSpec, excludes: list[str]) -> Element:
-        """A header the parser routes to a call to `spec`, the arguments, the call's end."""
-        head = self.heads(
-            [h.replace("{name}", spec.name) for h in self.shape.calls],
-            [h.replace("{name}", spec.name) for h in self.shape.calls_after_start],
-        )
-        args = {"type": "json_schema", "json_schema": dict(spec.schema), "excludes": excludes}
-        return self.seq([head, args, *self.lex.elements(self.call_end)])
-
     def calls(self, specs: Sequence[ToolSpec], one: bool, excludes: list[str]) -> Element:
-        options = [self.call(s, excludes) for s in specs]
+        """A header the parser routes to a call, the arguments, the call's end; the
+        header forms factored around the name (`_header_classes`), so the text common to
+        every tool's header is one element, not one per tool (a grammar matcher keeps a
+        state per live alternative: 50 tools x 6 forms at `<|channel|>commentary`)."""
+        options = []
+        for prefixes, suffixes in _header_classes(self.shape):
+            tools = [
+                self.seq(
+                    [
+                        *self.lex.elements(spec.name),
+                        self.any_of(suffixes),
+                        self.arguments(spec, excludes),
+                        *self.lex.elements(self.call_end),
+                    ]
+                )
+                for spec in specs
+            ]
+            body = tools[0] if len(tools) == 1 else {"type": "or", "elements": tools}
+            options.append(self.seq([self.any_of(prefixes), body]))
         call = options[0] if len(options) == 1 else {"type": "or", "elements": options}
         return call if one else {"type": "plus", "content": call}
+
+    def arguments(self, spec: ToolSpec, excludes: list[str]) -> Element:
+        return {"type": "json_schema", "json_schema": dict(spec.schema), "excludes": excludes}
+
+    def any_of(self, texts: Sequence[str]) -> Element:
+        """One of `texts` (delimiters as the lexicon spells them)."""
+        options = [self.seq(self.lex.elements(t)) for t in texts]
+        return options[0] if len(options) == 1 else {"type": "or", "elements": options}
+
+
+def _header_classes(shape: HeaderShape) -> list[tuple[list[str], list[str]]]:
+    """The call headers as (texts before `{name}`, texts after it): every combination
+    of a class's prefixes and suffixes is one of the shape's headers (`calls` bare or
+    after `start`, `calls_after_start` after it), and every header is in one class.
+    Prefixes that take the same suffixes share a class."""
+    pairs = [h.split("{name}") for h in shape.calls]
+    late = [h.split("{name}") for h in shape.calls_after_start]
+    headers = [(p, s) for p, s in pairs] + [(shape.start + p, s) for p, s in [*pairs, *late]]
+    after: dict[str, list[str]] = {}
+    for prefix, suffix in headers:
+        after.setdefault(prefix, [])
+        if suffix not in after[prefix]:
+            after[prefix].append(suffix)
+    classes: dict[tuple[str, ...], list[str]] = {}
+    for prefix, suffixes in after.items():
+        classes.setdefault(tuple(suffixes), []).append(prefix)
+    return [(prefixes, list(suffixes)) for suffixes, prefixes in classes.items()]
 
 
 def harmony_format(
