@@ -11,7 +11,7 @@ reason naming the extra.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tests.data import has_data, mistral_tokenizer, tokenizer_for
@@ -20,66 +20,68 @@ from tests.vocabulary import synthetic_tokenizer
 from toolwire import Message, Parser, Tokenizer
 from toolwire.events import Event, merge
 
-#: format name -> the tokenizer its tests use (real where one exists offline).
-TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
-    "hermes": lambda: tokenizer_for("qwen3"),
-    "qwen3": lambda: tokenizer_for("qwen3"),
-    "qwen3_coder": lambda: tokenizer_for("qwen3"),
+#: format name -> the vocabulary its tests use (real where one exists offline): a folder
+#: under the shared data's tokenizers/, `derived:FAMILY` (tests/derived.py) or
+#: `mistral:FILE` (through mistral-common). Formats that name the same one share it.
+TOKENIZERS: dict[str, str] = {
+    "hermes": "qwen3",
+    "qwen3": "qwen3",
+    "qwen3_coder": "qwen3",
     # DeepSeek: real vocabularies. The original V3 one has the tool tokens but no
     # `<think>` (matched as text there); V4's has `<think>` and `｜DSML｜`.
-    "deepseek_v3": lambda: tokenizer_for("deepseek_v3"),
-    "deepseek_v31": lambda: tokenizer_for("deepseek_v3"),
-    "deepseek_v32": lambda: tokenizer_for("deepseek_v4"),
-    "deepseek_v4": lambda: tokenizer_for("deepseek_v4"),
-    "deepseek_v41": lambda: tokenizer_for("deepseek_v4"),
+    "deepseek_v3": "deepseek_v3",
+    "deepseek_v31": "deepseek_v3",
+    "deepseek_v32": "deepseek_v4",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_v41": "deepseek_v4",
     # DERIVED tokenizers (tests/derived.py): Qwen3's vocabulary plus the family's
     # delimiters as added tokens; no real vocabulary exists offline for these.
-    "kimi_k2": lambda: derived_tokenizer("kimi_k2"),
-    "glm45": lambda: derived_tokenizer("glm"),
-    "glm47": lambda: derived_tokenizer("glm"),
-    "minimax_m2": lambda: derived_tokenizer("minimax_m2"),
-    "gemma4": lambda: derived_tokenizer("gemma4"),
+    "kimi_k2": "derived:kimi_k2",
+    "glm45": "derived:glm",
+    "glm47": "derived:glm",
+    "minimax_m2": "derived:minimax_m2",
+    "gemma4": "derived:gemma4",
     # Granite 4.0's added tokens (its tokenizer.json, `"special": false` kept where it
     # says so) on Qwen3's vocabulary: no Granite vocabulary is available offline.
-    "granite4": lambda: derived_tokenizer("granite4"),
-    "seed_oss": lambda: derived_tokenizer("seed_oss"),
-    "lfm2": lambda: derived_tokenizer("lfm2"),
-    "command": lambda: derived_tokenizer("command"),
-    "granite": lambda: derived_tokenizer("granite"),
+    "granite4": "derived:granite4",
+    "seed_oss": "derived:seed_oss",
+    "lfm2": "derived:lfm2",
+    "command": "derived:command",
+    "granite": "derived:granite",
     # Granite 3.1's `<tool_call>` is text in Granite 3's vocabulary (not a token).
-    "granite31": lambda: derived_tokenizer("granite"),
-    "hunyuan": lambda: derived_tokenizer("hunyuan"),
-    "hy_v3": lambda: derived_tokenizer("hy_v3"),
-    "hy_v4": lambda: derived_tokenizer("hy_v4"),
+    "granite31": "derived:granite",
+    "hunyuan": "derived:hunyuan",
+    "hy_v3": "derived:hy_v3",
+    "hy_v4": "derived:hy_v4",
     # Kimi K3 and Inkling: no vocabulary is published offline or on PyPI either.
-    "kimi_k3": lambda: derived_tokenizer("kimi_k3"),
-    "inkling": lambda: derived_tokenizer("inkling"),
-    "llama4": lambda: derived_tokenizer("llama4"),
-    "nemotron": lambda: derived_tokenizer("nemotron"),
-    "ernie45": lambda: derived_tokenizer("ernie45"),
-    "olmo3": lambda: derived_tokenizer("olmo3"),
-    "functiongemma": lambda: derived_tokenizer("functiongemma"),
-    "apertus": lambda: derived_tokenizer("apertus"),
-    "jamba": lambda: derived_tokenizer("jamba"),
-    "gigachat3": lambda: derived_tokenizer("gigachat3"),
-    "gigachat31": lambda: derived_tokenizer("gigachat3"),
-    "gigachat35": lambda: derived_tokenizer("gigachat35"),
-    "internlm": lambda: derived_tokenizer("internlm"),
-    "step3": lambda: derived_tokenizer("step3"),
-    "longcat": lambda: derived_tokenizer("longcat"),
-    "minimax_m3": lambda: derived_tokenizer("minimax_m3"),
+    "kimi_k3": "derived:kimi_k3",
+    "inkling": "derived:inkling",
+    "llama4": "derived:llama4",
+    "nemotron": "derived:nemotron",
+    "ernie45": "derived:ernie45",
+    "olmo3": "derived:olmo3",
+    "functiongemma": "derived:functiongemma",
+    "apertus": "derived:apertus",
+    "jamba": "derived:jamba",
+    "gigachat3": "derived:gigachat3",
+    "gigachat31": "derived:gigachat3",
+    "gigachat35": "derived:gigachat35",
+    "internlm": "derived:internlm",
+    "step3": "derived:step3",
+    "longcat": "derived:longcat",
+    "minimax_m3": "derived:minimax_m3",
     # Real vocabularies: o200k_harmony; Llama 3 (JSON and pythonic calls are text-gated:
     # no call delimiter is a token); Mistral's tekken through mistral-common.
-    "gpt_oss": lambda: tokenizer_for("gpt_oss"),
-    "llama3_json": lambda: tokenizer_for("llama3"),
-    "pythonic": lambda: tokenizer_for("llama3"),
+    "gpt_oss": "gpt_oss",
+    "llama3_json": "llama3",
+    "pythonic": "llama3",
     # Phi-4-mini's `functools` is text in any vocabulary (no Phi vocabulary offline).
-    "phi4_mini": lambda: tokenizer_for("llama3"),
+    "phi4_mini": "llama3",
     # MiniCPM's `<function name=` tags are text in any vocabulary (none offline).
-    "minicpm5": lambda: derived_tokenizer("minicpm5"),
+    "minicpm5": "derived:minicpm5",
     # xLAM-2-8b-fc-r is a Llama 3.1 model: its bare JSON lists are text there.
-    "xlam": lambda: tokenizer_for("llama3"),
-    "mistral": lambda: mistral_tokenizer("tekken_240718.json.gz"),
+    "xlam": "llama3",
+    "mistral": "mistral:tekken_240718.json.gz",
 }
 
 #: Formats expected to be text-matched (Parser.gated False) with their test tokenizer
@@ -136,8 +138,18 @@ CONTENT = "Let me check that for you, café ☕."
 
 def tokenizer(fmt: str) -> Tokenizer:
     """The format's real (or derived) test tokenizer; skips the test without the data."""
+    kind, _, name = vocabulary(fmt).rpartition(":")
+    if kind == "derived":
+        return derived_tokenizer(name)
+    if kind == "mistral":
+        return mistral_tokenizer(name)
+    return tokenizer_for(name)
+
+
+def vocabulary(fmt: str) -> str:
+    """The name of the format's test vocabulary (`TOKENIZERS`)."""
     try:
-        return TOKENIZERS[fmt]()
+        return TOKENIZERS[fmt]
     except KeyError:
         raise AssertionError(f"format {fmt!r} has no test tokenizer in tests/cases.py") from None
 

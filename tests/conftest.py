@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests import beside
+from tests import beside, cases
 from tests.data import EXTRAS, FAST_TIER, TIER, data_dir, missing_extra, tokenizer_for
 from toolwire import Tokenizer
 
@@ -104,6 +104,7 @@ BESIDE: dict[str, str] = {
     "test_server_embedded_context.py": "6.5k- and 8k-token prefills on the embedded engine",
     "test_grammar_agreement.py": "XGrammar and llguidance compiles and walks, every format",
     "test_invariants.py": "the parser's property tests, every format",
+    "test_standalone.py": "pytest in subprocesses without the shared data",
 }
 
 #: Property-test examples per tier (TOOLWIRE_EXAMPLES overrides both).
@@ -175,18 +176,24 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def _group_by_format(items: list[pytest.Item], module: str) -> None:
-    """`module`'s items ordered by their `fmt` parameter (first seen first, otherwise in
-    collection order), those without one last: the module can then hold one format's
-    vocabulary-sized grammar objects at a time."""
+    """`module`'s items ordered by their `fmt` parameter's test vocabulary, then by the
+    format (each first seen first, otherwise in collection order), those without one
+    last: the module can then hold one vocabulary's grammar objects at a time, and the
+    formats sharing a vocabulary share them."""
     at = [n for n, item in enumerate(items) if item.path.name == module]
     if not at:
         return
     order: dict[object, int] = {}
 
-    def key(item: pytest.Item) -> int:
+    def key(item: pytest.Item) -> tuple[int, int]:
         callspec = getattr(item, "callspec", None)
         fmt = callspec.params.get("fmt") if callspec is not None else None
-        return len(items) if fmt is None else order.setdefault(fmt, len(order))
+        if fmt is None:
+            return (len(items), len(items))
+        return (
+            order.setdefault(cases.vocabulary(fmt), len(order)),
+            order.setdefault(fmt, len(order)),
+        )
 
     mine = sorted((items[n] for n in at), key=key)
     for n, item in zip(at, mine, strict=True):

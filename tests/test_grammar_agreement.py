@@ -25,8 +25,9 @@ acceptance pass compiles tags without the delimiter exclusion in argument string
 strings holding a delimiter, and the test asserts that no rendered argument does;
 a few cases are also checked with the default tag.
 
-The items run grouped by format, one vocabulary's grammar objects held at a time, and
-in a pytest process beside the session's other modules (tests/beside.py).
+The items run grouped by vocabulary (formats sharing a test vocabulary, `cases.TOKENIZERS`,
+share its grammar objects), one vocabulary's held at a time, and in a pytest process
+beside the session's other modules (tests/beside.py).
 """
 
 from __future__ import annotations
@@ -95,13 +96,14 @@ def _offset(fmt: str, step: int) -> int:
     return zlib.crc32(fmt.encode()) % step
 
 
-#: The format whose grammar objects this process holds (the items run grouped by
-#: format: tests/conftest.py); the last one's are released when the next begins.
+#: The vocabulary whose grammar objects this process holds (the items run grouped by
+#: vocabulary: tests/conftest.py), and a format of it; the last one's are released when
+#: a format of another vocabulary begins.
 _HELD: list[str] = []
 
 
 def _hold(fmt: str | None) -> None:
-    if _HELD and _HELD[0] != fmt:
+    if _HELD and (fmt is None or cases.vocabulary(_HELD[0]) != cases.vocabulary(fmt)):
         release(cases.tokenizer(_HELD.pop()))
         _words.cache_clear()
     if fmt is not None and not _HELD:
