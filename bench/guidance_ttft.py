@@ -19,11 +19,12 @@ batches of `--streams` concurrent requests, and a request's TTFT runs from sendi
 the first event carrying text, reasoning or a call. After a warm-up on each server (the
 template, the tag, vLLM's compile) and once both toolwire processes are idle, the
 blocks run. Reported: each block's p50, the median of the blocks' p50 per setting, the
-p50 over all of a setting's requests, and the ratio on/off of both. A stream that ends
-in an error event (the random model sometimes samples a padding id past Qwen3's
-vocabulary, which toolwire refuses as an engine error; only with guidance off, since the
-tag's mask excludes those ids) still counts if its first output came before; the counts
-are printed, and so is how many tags each server built (its metrics), to show the
+p50 over all of a setting's requests, the ratio on/off of both, and a 95% bootstrap
+interval of the block-p50 ratio (`ratio_interval`: equal within noise when it holds 1).
+A stream that ends in an error event (the random model sometimes samples a padding id
+past Qwen3's vocabulary, which toolwire refuses as an engine error; only with guidance
+off, since the tag's mask excludes those ids) still counts if its first output came
+before; the counts are printed, and so is how many tags each server built (its metrics), to show the
 setting took. The machine may be shared: alternating blocks and medians are the result.
 
 Each request's first output is also classified (`output_kind`): a call, or text. A
@@ -45,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import re
 import statistics
 import threading
@@ -212,6 +214,21 @@ def p50_ms(values: list[float]) -> float:
     return round(statistics.median(values) * 1e3, 1)
 
 
+def ratio_interval(
+    on: list[float], off: list[float], resamples: int = 4000, seed: int = 0
+) -> tuple[float, float]:
+    """The 95% bootstrap interval of median(on) / median(off), `on` and `off` resampled
+    with replacement (each setting's block p50s): "equal within noise" is an interval
+    holding 1.0."""
+    rng = random.Random(seed)
+    ratios = sorted(
+        statistics.median(rng.choices(on, k=len(on)))
+        / statistics.median(rng.choices(off, k=len(off)))
+        for _ in range(resamples)
+    )
+    return round(ratios[int(0.025 * resamples)], 3), round(ratios[int(0.975 * resamples) - 1], 3)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=4, help="blocks of each setting")
@@ -292,6 +309,11 @@ def main() -> int:
         summary[f"ratio_{key}"] = round(summary["on"][key] / summary["off"][key], 3)
         direct = summary["direct on"][key] / summary["direct off"][key]
         summary[f"direct_ratio_{key}"] = round(direct, 3)
+    p50s = {
+        s: [b["p50_ms"] for b in blocks if b["guidance"] == s and b["p50_ms"]] for s in SETTINGS
+    }
+    summary["ratio_interval_95"] = ratio_interval(p50s["on"], p50s["off"])
+    summary["direct_ratio_interval_95"] = ratio_interval(p50s["direct on"], p50s["direct off"])
     print(
         f"\nguidance on:  median of block p50 {summary['on']['median_block_p50_ms']} ms, "
         f"p50 of all {summary['on']['p50_all_ms']} ms\n"
@@ -305,7 +327,9 @@ def main() -> int:
         f"p50 of all {summary['direct off']['p50_all_ms']} ms\n"
         f"direct on/off (vLLM's own cost of the constraint): "
         f"{summary['direct_ratio_median_block_p50_ms']} (block p50s), "
-        f"{summary['direct_ratio_p50_all_ms']} (all requests)"
+        f"{summary['direct_ratio_p50_all_ms']} (all requests)\n"
+        f"95% bootstrap interval of on/off (block p50s): {summary['ratio_interval_95']}; "
+        f"direct: {summary['direct_ratio_interval_95']}"
     )
     for setting in SETTINGS:
         got = summary[setting]

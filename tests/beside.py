@@ -51,9 +51,13 @@ ITEMS = "TOOLWIRE_BESIDE_ITEMS"
 WAIT = 1200.0
 
 
+#: Read once: the sender pops `FD`, so that a pytest a beside item starts is no sender.
+_INSIDE = FD in os.environ
+
+
 def inside() -> bool:
     """Whether this process is a beside process."""
-    return FD in os.environ
+    return _INSIDE
 
 
 class Beside:
@@ -203,7 +207,7 @@ class Sender:
 
     def __init__(self, config: pytest.Config) -> None:
         self._config = config
-        self._stream = os.fdopen(int(os.environ[FD]), "w", buffering=1, encoding="utf-8")
+        self._stream = os.fdopen(int(os.environ.pop(FD)), "w", buffering=1, encoding="utf-8")
 
     def pytest_runtest_logreport(self, report: TestReport) -> None:
         hook = self._config.hook
