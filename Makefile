@@ -184,7 +184,7 @@ $(VENV)/.agents-installed: $(VENV)/.test-installed pyproject.toml
 	touch $@
 
 test-agents: .agents/.installed $(VENV)/.agents-installed
-	TOOLWIRE_AGENTS=1 $(BIN)/pytest -rs -q -p no:cacheprovider tests/test_agents.py tests/test_agent_sdks.py
+	TOOLWIRE_AGENTS=1 TOOLWIRE_THREADS=2 $(BIN)/pytest -rs -q -p no:cacheprovider tests/test_agents.py tests/test_agent_sdks.py
 
 clean:
 	rm -rf $(VENV) .venv-bench .venv-vllm .agents .pytest_cache .mypy_cache .ruff_cache

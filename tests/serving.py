@@ -312,7 +312,7 @@ def toolwire_serve(log: Path, *flags: str) -> Iterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "TOOLWIRE_PORT": str(port), "TOOLWIRE_THREADS": "2"}
+    env = {**os.environ, "TOOLWIRE_PORT": str(port)}
     command = [sys.executable, "-m", "toolwire.cli", "serve", *flags]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
