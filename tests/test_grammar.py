@@ -597,6 +597,31 @@ def test_harmony_tag_reads_every_header_form_for_names_that_prefix_each_other() 
             assert matches(header.replace("{name}", name) + "{}<|call|>") == ok, (header, name)
 
 
+@pytest.mark.parametrize("fmt", ["hermes", "granite", "apertus", "qwen3_coder", "glm45"])
+def test_call_heads_branch_on_names_that_prefix_each_other(fmt: str) -> None:
+    """The tools' call heads are one radix tree of their text (`build._calls`): every
+    declared name is a call, however the names share their beginnings or one is the
+    other's prefix, and a prefix no tool is named is none."""
+    names = ["get", "get_time", "get_weather", "set", "sett"]
+    tools = [
+        {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+        for n in names
+    ]
+    tag = json.dumps(structural_tag(fmt, tools, policy=FAST, tool_choice="required"))
+    vocab = sorted({chr(i) for i in range(32, 127)} | {"\n"})
+    compiled = xgr.GrammarCompiler(xgr.TokenizerInfo(vocab)).compile_grammar(
+        xgr.Grammar.from_structural_tag(tag)
+    )
+
+    def matches(name: str) -> bool:
+        text = formats.get(fmt).render_output(calls=[(name, {})])
+        matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+        return bool(matcher.accept_string(text) and matcher.is_completed())
+
+    assert all(matches(n) for n in names), [n for n in names if not matches(n)]
+    assert not any(matches(n) for n in ("ge", "get_w", "se", "settt")), fmt
+
+
 def test_shared_rules_hold_one_copy_of_the_string_rules_whatever_the_tools() -> None:
     """The tag is sent as one grammar in which the rules every tool repeats (JSON
     strings with the delimiter exclusion, numbers, objects) exist once: as many string
