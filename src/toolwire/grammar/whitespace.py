@@ -9,7 +9,12 @@ bounded repetition of a character class: XGrammar computes a bounded repetition'
 token mask at run time, three times the cost of the whole call's other masks, while
 alternatives of literals are precomputed; and written inline at every gap
 (`grammar.shared.bounded_whitespace`), not as a rule the gaps reference, which costs
-a nested derivation at each. Pure.
+a nested derivation at each (10-16 µs a token at the gaps around a value on Qwen3's
+vocabulary, against the built-in `[ \\n\\r\\t]*`'s 3). The price is text: the
+tag's grammar is ~3x longer (21 kB at 4 tools), which vLLM parses again to validate
+every request (1.8 ms against 1.0 with `"\\n" [ ]{0,n-1}` inline, whose masks cost
+up to 15% more: 2.2x the built-in's on Qwen3 at 50 tools, where these take 1.85x).
+Pure.
 """
 
 from __future__ import annotations
