@@ -148,7 +148,7 @@ def _calls(bodies: list[Element]) -> Element:
     text all begin with written once (a hermes head `\n{"name": "` before the names),
     then one branch per next character, each its own tree, down to where a body's
     text ends. XGrammar then follows one item per branch, not one per tool, until the
-    bodies differ (at 50 tools, 30 µs a token at the name's first token, 3 so)."""
+    bodies differ (Qwen3 at 50 tools: ~30 µs a token at the name's first token, ~8 so)."""
     if len(bodies) < 2:
         return _either(bodies)
     firsts = [_first(b) for b in bodies]
