@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 
 from tests import bfcl, cases
+from tests.schemas import validate
 from toolwire import Message, Parser, formats
 
 SAMPLE = 60  # cases per category and format (fixed seed); all with TOOLWIRE_EXAMPLES>=1000
@@ -28,7 +29,7 @@ def _valid(tools: list[dict[str, Any]], calls: list[tuple[str, dict[str, Any]]])
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
     try:
         for name, args in calls:
-            jsonschema.validate(args, schemas[name])
+            validate(args, schemas[name])
     except (jsonschema.ValidationError, jsonschema.SchemaError, KeyError):
         return False
     return True
