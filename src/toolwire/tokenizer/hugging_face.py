@@ -191,15 +191,19 @@ class HuggingFaceTokenizer(Tokenizer, default=True):
         the rest: pieces of a character, and the added tokens (`TableDetokenizer`
         decodes those from their bytes). Each id's bytes are held once."""
         if self._table is None:
-            decode_byte = {c: b for b, c in _bytes_to_unicode().items()}
+            # A piece of byte-level characters only is its bytes (each character one
+            # byte, as latin-1 spells it); any other piece is its own UTF-8 text.
+            mapped = {c: chr(b) for b, c in _bytes_to_unicode().items()}
+            to_bytes = str.maketrans(mapped)
+            byte_level = frozenset(mapped)
             text: dict[int, str] = {}
             raw: dict[int, bytes] = {}
             for piece, i in self._backend.get_vocab(with_added_tokens=False).items():
                 if i in self._added:
                     continue
-                try:
-                    data = bytes(decode_byte[c] for c in piece)
-                except KeyError:
+                if byte_level.issuperset(piece):
+                    data = piece.translate(to_bytes).encode("latin-1")
+                else:
                     data = piece.encode()
                 try:
                     text[i] = data.decode("utf-8")
@@ -262,7 +266,13 @@ def _configured(backend: _Backend, config: Mapping[str, Any]) -> bool:
     if not config.get("added_tokens_decoder"):
         return True
     have = backend.get_added_tokens_decoder()
-    return all(i in have for i, _ in _declared(config))
+    added = {token.content for token in have.values()}
+    size = backend.get_vocab_size(with_added_tokens=True)
+    # A token declared at the next id but added already under another is one
+    # `configure` would add in vain (`add_tokens` keeps the first).
+    return all(
+        i in have or (i == size and spec["content"] in added) for i, spec in _declared(config)
+    )
 
 
 def configure(backend: _Backend, config: Mapping[str, Any]) -> None:
