@@ -1,12 +1,17 @@
 """The embedded engine sized for agents, and its logprobs and choices, for real.
 
-One `toolwire serve` on the bundled SmolLM2-135M (llama.cpp), as a user starts it:
+`toolwire serve` on the bundled SmolLM2-135M (llama.cpp), as a user starts it:
 
 * its context is the GGUF's training context (8192), not a fixed 4096: `/v1/models`
   says so, a prompt of ~6.5k tokens (an agent's first prompt: Codex's is that long
   without its sub-agent tools) is served on every API, and one past the context is a
   400 naming the API's own field (`input` on Responses, `messages` on Messages and
-  Chat Completions); `max_tokens` far past the context is cut, not refused;
+  Chat Completions);
+* `max_tokens` far past the context is cut to what the context leaves, not refused,
+  and a generation that fills the context ends there (`length`): shown on a second
+  server whose context is set to 512 (`--context`), a prompt a dozen tokens short of
+  it (the same arithmetic as at 8192, without a second long prefill: the tokens past
+  6.5k cost the most, each attending to all before it);
 * `logprobs` come from the model's logits (before any grammar mask): greedy decoding
   picks each token's best alternative, streamed and whole agree;
 * `n` choices are generated one after another.
@@ -28,8 +33,11 @@ MODEL = "SmolLM2-135M-Instruct"
 CONTEXT = 8192
 #: About 6.5k tokens of SmolLM2's vocabulary (one token per repeated word).
 LONG = "Read this. " + "note " * 6400
-#: LONG and then more, to a few dozen tokens short of the context.
-NEARLY_FULL = LONG + "note " * 1700
+#: The small server's context, and a prompt a dozen tokens short of it.
+SMALL = 512
+NEARLY_FULL = "Read this. " + "note " * 466
+#: A JSON value that cannot end within what the small context leaves.
+LONGER = {"type": "string", "minLength": 1000}
 
 
 class Served:
@@ -49,6 +57,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(url)
 
 
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with toolwire_serve(log, "--context", str(SMALL), "--timeout", "0") as url:
+        yield Served(url)
+
+
 def test_the_context_is_the_models(served: Served) -> None:
     (model,) = httpx.get(served.url + "/v1/models").json()["data"]
     assert (model["id"], model["max_model_len"]) == (MODEL, CONTEXT)
@@ -57,17 +72,38 @@ def test_the_context_is_the_models(served: Served) -> None:
 def test_an_agent_sized_prompt_is_served_on_every_api(served: Served) -> None:
     response = served.openai.responses.create(model=MODEL, input=LONG, max_output_tokens=4)
     assert 6000 < response.usage.input_tokens < CONTEXT - 1  # past the old 4095
-    # Claude Code's max_tokens, far past the context: cut to what the context leaves
-    # (a prompt that leaves a few dozen tokens, sharing LONG's cached prefix).
+    # The same prompt on the other two (its prefill cached)
     message = served.anthropic.messages.create(
-        model=MODEL, max_tokens=128000, messages=[{"role": "user", "content": NEARLY_FULL}]
+        model=MODEL, max_tokens=4, messages=[{"role": "user", "content": LONG}]
     )
-    assert CONTEXT - 100 < message.usage.input_tokens < CONTEXT - 1
-    assert 0 < message.usage.output_tokens <= CONTEXT - message.usage.input_tokens
+    assert message.usage.input_tokens == response.usage.input_tokens
     chat = served.openai.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": LONG}], max_tokens=2
     )
-    assert chat.usage is not None and chat.usage.prompt_tokens > 6000
+    assert chat.usage is not None and chat.usage.prompt_tokens == response.usage.input_tokens
+
+
+def test_a_prompt_near_the_context_is_answered_within_what_it_leaves(small: Served) -> None:
+    (model,) = httpx.get(small.url + "/v1/models").json()["data"]
+    assert model["max_model_len"] == SMALL
+    # Claude Code's max_tokens, far past the context: cut to what it leaves, not refused
+    message = small.anthropic.messages.create(
+        model=MODEL, max_tokens=128000, messages=[{"role": "user", "content": NEARLY_FULL}]
+    )
+    left = SMALL - message.usage.input_tokens
+    assert 0 < left < 30, message.usage
+    assert 0 < message.usage.output_tokens <= left
+    # Every token the context leaves, taken (a schema that cannot end sooner): the
+    # engine stops at the context's end, not past it.
+    chat = small.openai.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": NEARLY_FULL}],
+        max_tokens=128000,
+        response_format={"type": "json_schema", "json_schema": {"name": "long", "schema": LONGER}},
+    )
+    assert chat.usage is not None and chat.usage.prompt_tokens == message.usage.input_tokens
+    assert chat.usage.completion_tokens == SMALL - chat.usage.prompt_tokens
+    assert chat.choices[0].finish_reason == "length"
 
 
 def test_a_prompt_past_the_context_names_each_apis_field(served: Served) -> None:
