@@ -103,6 +103,7 @@ def release(tokenizer: Tokenizer) -> None:
     from toolwire.grammar import guidance, preflight
 
     compile_for.cache_clear()
+    texts.cache_clear()
     _pools.cache_clear()
     _packed_whole.cache_clear()
     preflight._INFOS.pop(tokenizer, None)
@@ -232,6 +233,17 @@ def accepts_all(compiled: Compiled, ids: list[int]) -> bool:
 
 
 @cache
+def texts(tokenizer: Tokenizer) -> list[str]:
+    """Each id's text alone (`tokenizer.decode([id])`), in id order: one batch through
+    the `tokenizers` backend where there is one."""
+    ids = [[token] for token in range(tokenizer.vocab_size)]
+    backend = getattr(tokenizer, "backend", None)
+    if backend is not None and hasattr(backend, "decode_batch"):
+        return list(backend.decode_batch(ids, skip_special_tokens=False))
+    return [tokenizer.decode(one) for one in ids]
+
+
+@cache
 def _pools(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """(ids whose text is complete UTF-8, short ids that close structure).
 
@@ -241,8 +253,7 @@ def _pools(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """
     whole = np.zeros(tokenizer.vocab_size, dtype=bool)
     closers = []
-    for token in range(tokenizer.vocab_size):
-        text = tokenizer.decode([token])
+    for token, text in enumerate(texts(tokenizer)):
         if not text or "\ufffd" in text:
             continue
         whole[token] = True
@@ -252,29 +263,25 @@ def _pools(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
     return whole, np.array(sorted(set(closers)), dtype=np.int64)
 
 
-#: Set bits per byte value.
-_POPCOUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
-
-
 @cache
 def _packed_whole(tokenizer: Tokenizer) -> np.ndarray:
     """`_pools`' complete-text ids as a bitmask laid out as XGrammar's (bit i of byte b:
-    id 8b + i), so each step masks a few thousand bytes, not one entry per id."""
+    id 8b + i), so each step masks a few thousand bytes, not one entry per id; padded
+    to whole 64-bit words, which `_Allowed` counts in."""
     whole, _ = _pools(tokenizer)
     packed = np.packbits(whole, bitorder="little")
-    words = (tokenizer.vocab_size + 31) // 32
-    return np.concatenate([packed, np.zeros(words * 4 - len(packed), dtype=np.uint8)])
+    return np.concatenate([packed, np.zeros(-len(packed) % 8, dtype=np.uint8)])
 
 
 class _Allowed:
     """One step's token mask: which ids the grammar allows, and its complete-text ids
-    in id order (as `np.flatnonzero` would list them)."""
+    in id order (as `np.flatnonzero` would list them), counted a 64-bit word at a time
+    (id 64w + j is bit j of word w, the bytes read little-endian)."""
 
     def __init__(self, raw: np.ndarray, whole: np.ndarray) -> None:
         self.raw = raw
-        self.masked = raw & whole
-        self.counts = _POPCOUNT[self.masked]
-        self.total = int(self.counts.sum())
+        self.masked = (raw & whole).view("<u8")
+        self.total = int(np.bitwise_count(self.masked).sum(dtype=np.int64))
 
     def has(self, token: int) -> bool:
         return bool((self.raw[token >> 3] >> (token & 7)) & 1)
@@ -284,16 +291,15 @@ class _Allowed:
 
     def nth(self, n: int) -> int:
         """The `n`-th allowed complete-text id."""
-        ends = np.cumsum(self.counts)
-        byte = int(np.searchsorted(ends, n, side="right"))
-        rank = n - int(ends[byte] - self.counts[byte])
-        bits = int(self.masked[byte])
-        for bit in range(8):
-            if bits >> bit & 1:
-                if rank == 0:
-                    return byte * 8 + bit
-                rank -= 1
-        raise AssertionError("no such bit")
+        counts = np.bitwise_count(self.masked)
+        ends = np.cumsum(counts, dtype=np.int64)
+        word = int(np.searchsorted(ends, n, side="right"))
+        bits = int(self.masked[word])
+        for _ in range(n - int(ends[word] - counts[word])):
+            bits &= bits - 1  # drop the lowest set bit
+        if not bits:
+            raise AssertionError("no such bit")
+        return word * 64 + (bits & -bits).bit_length() - 1
 
 
 def walk(

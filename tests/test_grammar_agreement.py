@@ -58,8 +58,10 @@ from tests.grammar_support import (
     constraint,
     need,
     release,
+    texts,
     walk,
 )
+from tests.schemas import validate
 from toolwire import Message, Parser, Tokenizer, formats
 from toolwire.formats.spec import AnchoredShape, HeaderShape, Shape
 from toolwire.grammar import GrammarPolicy, lark_grammar_with_reason
@@ -215,7 +217,7 @@ def check_ground_truth(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> N
         schemas = _schemas(tools)
         try:
             for name, args in calls:
-                jsonschema.validate(args, _closed(schemas[name]))
+                validate(args, _closed(schemas[name]))
         except (jsonschema.ValidationError, KeyError):
             invalid += 1
             continue
@@ -362,7 +364,7 @@ def check_walks(fmt: str, tok: Tokenizer, backend: str = "xgrammar") -> None:
                 problems.append(f"{len(message.tool_calls)} calls, grammar opened {opened}")
             for call in message.tool_calls:
                 try:
-                    jsonschema.validate(json.loads(call.arguments), schemas[call.name])
+                    validate(json.loads(call.arguments), schemas[call.name])
                 except (jsonschema.ValidationError, KeyError, ValueError) as exc:
                     problems.append(f"{call.name}: {str(exc)[:200]}")
             if problems:
@@ -383,7 +385,8 @@ _MARK = "zq zq"
 @cache
 def _words(tok: Tokenizer) -> np.ndarray:
     """Ids whose text is a few lowercase letters and spaces (text inside any value)."""
-    found = [i for i in range(tok.vocab_size) if re.fullmatch(r"[ a-z]{1,8}", tok.decode([i]))]
+    word = re.compile(r"[ a-z]{1,8}")
+    found = [i for i, text in enumerate(texts(tok)) if word.fullmatch(text)]
     return np.array(found, dtype=np.int64)
 
 
