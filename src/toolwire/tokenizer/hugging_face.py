@@ -51,9 +51,9 @@ class _StreamDetokenizer:
 
     __slots__ = ("_backend", "_last", "_size", "_stream", "_unsaid", "pending")
 
-    def __init__(self, backend: _Backend) -> None:
+    def __init__(self, backend: _Backend, size: int) -> None:
         self._backend = backend
-        self._size = int(backend.get_vocab_size(with_added_tokens=True))
+        self._size = size
         self._stream = DecodeStream(skip_special_tokens=False)
         self._last: list[int] = []  # the last id that gave text
         self._unsaid: list[int] = []  # ids stepped since then
@@ -119,6 +119,9 @@ class HuggingFaceTokenizer(Tokenizer, default=True):
         )
         self._spelled: _Backend | None = None
         self._table: tuple[dict[int, str], dict[int, bytes]] | None = None
+        # Read once, as the added tokens above are (half a millisecond on a 150k
+        # vocabulary, and every request's pipeline asks).
+        self._vocab_size = int(backend.get_vocab_size(with_added_tokens=True))
         self._byte_level = _is_byte_level(backend)
 
     # -- vocabulary facts -------------------------------------------------------------
@@ -135,7 +138,7 @@ class HuggingFaceTokenizer(Tokenizer, default=True):
 
     @property
     def vocab_size(self) -> int:
-        return int(self._backend.get_vocab_size(with_added_tokens=True))
+        return self._vocab_size
 
     def token_text(self, token_id: int) -> str:
         added = self._added.get(token_id)
@@ -170,7 +173,7 @@ class HuggingFaceTokenizer(Tokenizer, default=True):
         if self._byte_level:
             text, raw = self._byte_table()
             return TableDetokenizer(text, raw)
-        return _StreamDetokenizer(self._backend)
+        return _StreamDetokenizer(self._backend, self._vocab_size)
 
     # -- internals --------------------------------------------------------------------
 
