@@ -101,7 +101,7 @@ os.environ.setdefault("TOOLWIRE_THREADS", "1")
 #: (the engine's prefill first, while the session's modules need no llama.cpp), so on
 #: two cores they overlap it.
 BESIDE: dict[str, str] = {
-    "test_server_embedded_context.py": "6.5k- and 8k-token prefills on the embedded engine",
+    "test_server_embedded_context.py": "a 4.5k-token prefill on the embedded engine",
     "test_grammar_agreement.py": "XGrammar and llguidance compiles and walks, every format",
     "test_invariants.py": "the parser's property tests, every format",
     "test_standalone.py": "pytest in subprocesses without the shared data",
