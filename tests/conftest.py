@@ -104,7 +104,7 @@ BESIDE: dict[str, str] = {
     "test_server_embedded_context.py": "a 4.5k-token prefill on the embedded engine",
     "test_grammar_agreement.py": "XGrammar and llguidance compiles and walks, every format",
     "test_invariants.py": "the parser's property tests, every format",
-    "test_standalone.py": "pytest in subprocesses without the shared data",
+    "test_prompt_parity.py": "transformers' apply_chat_template on every template",
 }
 
 #: Property-test examples per tier (TOOLWIRE_EXAMPLES overrides both).

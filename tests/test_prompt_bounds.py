@@ -45,8 +45,10 @@ CONSTRUCTIONS = {
     "{% set ns.s = ns.s.replace('a', 'aa') %}{% endfor %}{{ ns.s }}",
     "replace_filter": "{% set ns = namespace(s='aaaa') %}{% for i in range(40) %}"
     "{% set ns.s = ns.s | replace('a', 'aa') %}{% endfor %}{{ ns.s }}",
+    # 1k characters a leaf: the bound is reached after some 400 macro calls, not 100k
     "nested_macros": "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% else %}"
-    "aaaa{% endif %}{% endmacro %}{{ f(40) }}",
+    + "a" * 1024
+    + "{% endif %}{% endmacro %}{{ f(40) }}",
     "ljust": "{{ 'a'.ljust(10**9) }}",
     "center": "{{ 'a' | center(10**9) }}",
     "indent": "{{ ('a\\n' * 1000) | indent(10**7) }}",
