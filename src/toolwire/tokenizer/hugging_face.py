@@ -262,20 +262,26 @@ def _declared(config: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     return [(int(k), spec) for k, spec in entries if isinstance(spec, dict) and "content" in spec]
 
 
+def _lacking(
+    backend: _Backend, config: Mapping[str, Any]
+) -> tuple[list[tuple[int, dict[str, Any]]], set[str]]:
+    """The declared tokens whose id `backend` lacks, and the text of those it has."""
+    have = backend.get_added_tokens_decoder()
+    lacking = [(i, spec) for i, spec in _declared(config) if i not in have]
+    return lacking, {token.content for token in have.values()}
+
+
 def _configured(backend: _Backend, config: Mapping[str, Any]) -> bool:
     """True when `configure` would change nothing."""
     if backend.padding is not None or backend.truncation is not None:
         return False
     if not config.get("added_tokens_decoder"):
         return True
-    have = backend.get_added_tokens_decoder()
-    added = {token.content for token in have.values()}
+    lacking, added = _lacking(backend, config)
     size = backend.get_vocab_size(with_added_tokens=True)
     # A token declared at the next id but added already under another is one
     # `configure` would add in vain (`add_tokens` keeps the first).
-    return all(
-        i in have or (i == size and spec["content"] in added) for i, spec in _declared(config)
-    )
+    return all(i == size and spec["content"] in added for i, spec in lacking)
 
 
 def configure(backend: _Backend, config: Mapping[str, Any]) -> None:
@@ -288,10 +294,7 @@ def configure(backend: _Backend, config: Mapping[str, Any]) -> None:
         backend.no_padding()
     if backend.truncation is not None:
         backend.no_truncation()
-    have = backend.get_added_tokens_decoder()
-    for i, spec in _declared(config):
-        if i in have:
-            continue
+    for i, spec in _lacking(backend, config)[0]:
         size = backend.get_vocab_size(with_added_tokens=True)
         if i != size:
             raise UsageError(
