@@ -3,6 +3,7 @@ with structural tags on (the default) and off (`--guidance off`), on vLLM's CPU 
 
     python -m bench.guidance_ttft [--blocks 4] [--batches 2] [--streams 8] [--tools 4]
                                   [--tokens 16] [--vllm-python PATH] [--model-dir DIR]
+                                  [--grammar-backend xgrammar|guidance]
                                   [--vllm-url URL --vllm-pid PID] [--json FILE]
 
 One vLLM (bench.proxy's `vllm_server`: the tiny random-weight Qwen3 of
@@ -11,8 +12,12 @@ two `toolwire serve --engine vllm`, one per setting, both idle but for the block
 measured. Every request is the same chat request: one user message, the first
 `--tools` distinct BFCL tools (`corpora/bfcl`, the `multiple` category first),
 `tool_choice` auto, `--tokens` max tokens, streamed, no seed (vLLM's CPU build fails on
-seeded requests). With guidance on, toolwire sends each one with its structural tag
-(vLLM compiles it once: XGrammar's compiler cache keys on the tag); off, with none.
+seeded requests). With guidance on, toolwire sends each one with its constraint in
+the form of the backend vLLM runs (`--grammar-backend`: vLLM's default, XGrammar, takes
+the structural tag and compiles it once, its compiler cache keying on the tag; with
+`guidance`, vLLM is started with `--structured-outputs-config.backend guidance` and
+toolwire with `--grammar-backend llguidance`, and the constraint is a Lark grammar);
+off, with none.
 
 Blocks alternate on, off, on, off, ... (`--blocks` of each); a block is `--batches`
 batches of `--streams` concurrent requests, and a request's TTFT runs from sending it to
@@ -66,6 +71,14 @@ from toolwire.check.corpus import bfcl_folder, load_bfcl
 
 ASK = [{"role": "user", "content": "What is the area of a triangle of base 3 and height 4?"}]
 SETTINGS = ("on", "off", "direct on", "direct off")
+#: `--grammar-backend`: vLLM's flags for it, and toolwire's (the form it sends).
+UPSTREAM_BACKENDS = {
+    "xgrammar": ([], ["--grammar-backend", "xgrammar"]),
+    "guidance": (
+        ["--structured-outputs-config.backend", "guidance"],
+        ["--grammar-backend", "llguidance"],
+    ),
+}
 
 
 def bfcl_tools(count: int) -> list[dict[str, Any]]:
@@ -189,11 +202,14 @@ def capturing(upstream: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
 
 
 def upstream_bodies(
-    vllm: str, model: Path, source: str, body: dict[str, Any]
+    vllm: str, model: Path, source: str, body: dict[str, Any], flags: list[str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The completion request `toolwire serve` (guidance on) sends vLLM for `body`, and
-    the same request without its constraint."""
-    with capturing(vllm) as (proxy, captured), toolwire(proxy, model, source) as (url, _):
+    """The completion request `toolwire serve` (guidance on, `flags`) sends vLLM for
+    `body`, and the same request without its constraint."""
+    with (
+        capturing(vllm) as (proxy, captured),
+        toolwire(proxy, model, source, flags) as (url, _),
+    ):
         asyncio.run(batch(f"{url}/v1/chat/completions", body, 1))
     sent = next(b for b in captured if "prompt" in b)
     if "structured_outputs" not in sent:
@@ -241,18 +257,31 @@ def main() -> int:
     parser.add_argument("--vllm-url", help="a vLLM server already running (not stopped)")
     parser.add_argument("--vllm-pid", type=int, help="its API-server process, with --vllm-url")
     parser.add_argument("--toolwire-src", default=str(ROOT / "src"), help="toolwire's PYTHONPATH")
+    parser.add_argument(
+        "--grammar-backend",
+        choices=sorted(UPSTREAM_BACKENDS),
+        default="xgrammar",
+        help="the structured-output backend vLLM runs (toolwire sends its form)",
+    )
     parser.add_argument("--json", type=Path, help="write the blocks and the summary here")
     args = parser.parse_args()
     tools = bfcl_tools(args.tools)
     body = chat_body(tools, args.tokens)
     blocks: list[dict[str, Any]] = []
+    vllm_flags, tw_flags = UPSTREAM_BACKENDS[args.grammar_backend]
+    print(f"vLLM's structured-output backend: {args.grammar_backend}")
     with (
-        vllm_server(args) as (url, _api_pid, model),
-        toolwire(url, model, args.toolwire_src) as (on_url, on_pid),
-        toolwire(url, model, args.toolwire_src, ["--guidance", "off"]) as (off_url, off_pid),
+        vllm_server(args, vllm_flags) as (url, _api_pid, model),
+        toolwire(url, model, args.toolwire_src, tw_flags) as (on_url, on_pid),
+        toolwire(url, model, args.toolwire_src, [*tw_flags, "--guidance", "off"]) as (
+            off_url,
+            off_pid,
+        ),
     ):
         servers = {"on": on_url, "off": off_url}
-        constrained, bare = upstream_bodies(url, model, args.toolwire_src, body)
+        constrained, bare = upstream_bodies(url, model, args.toolwire_src, body, tw_flags)
+        sent = {k: len(json.dumps(v)) for k, v in constrained["structured_outputs"].items()}
+        print(f"toolwire sends vLLM structured_outputs {sent} (characters of each)")
         targets = {
             "on": (f"{on_url}/v1/chat/completions", body),
             "off": (f"{off_url}/v1/chat/completions", body),

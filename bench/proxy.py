@@ -63,7 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -501,10 +501,13 @@ def scripted_prompt(tokenizer: Path, tool_choice: str) -> list[int]:
 
 
 @contextmanager
-def vllm_server(args: argparse.Namespace) -> Iterator[tuple[str, int, Path]]:
+def vllm_server(
+    args: argparse.Namespace, extra: Sequence[str] = ()
+) -> Iterator[tuple[str, int, Path]]:
     """(URL, API-server pid, model folder) of vLLM's CPU server: started here on the
-    tiny Qwen3 and stopped after, or, with `--vllm-url`, one already running (the
-    model folder it serves in `--model-dir`, its API-server process `--vllm-pid`)."""
+    tiny Qwen3 with `extra` flags and stopped after, or, with `--vllm-url`, one already
+    running (the model folder it serves in `--model-dir`, its API-server process
+    `--vllm-pid`)."""
     if args.vllm_url:
         if args.vllm_pid is None or args.model_dir is None:
             raise SystemExit("--vllm-url needs --vllm-pid and --model-dir")
@@ -518,7 +521,7 @@ def vllm_server(args: argparse.Namespace) -> Iterator[tuple[str, int, Path]]:
         build = [args.vllm_python, "-m", "tests.tiny_qwen3", str(model)]
         subprocess.run(build, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         server = VllmServer.start(
-            model, Path(tmp) / "vllm.log", python=args.vllm_python, flags=VLLM_OWN
+            model, Path(tmp) / "vllm.log", python=args.vllm_python, flags=[*VLLM_OWN, *extra]
         )
         try:
             print(f"vLLM healthy after {server.startup_seconds:.0f} s")
