@@ -469,6 +469,9 @@ class Tables:
     #: `to_literal` without the call's inner marks: a call body's text as its syntax
     #: reads it (any other delimiter standing inside a body is the token's text).
     body_literal: Mapping[int, str]
+    #: Finds a sentinel of `to_literal` in a text (None: there are none), so that a
+    #: long text without one is not translated character by character.
+    sentinel: re.Pattern[str] | None
     #: The structural forms of every inner mark (the call's and the header's): text
     #: wherever they do not act.
     inner: frozenset[str]
@@ -605,6 +608,9 @@ def _tables(fmt: Format, lex: Lexicon, mode: str, bare: bool = False) -> Tables:
         id_forms=id_forms,
         to_literal=to_literal,
         body_literal={k: v for k, v in to_literal.items() if k not in kept},
+        sentinel=re.compile("[" + "".join(re.escape(chr(k)) for k in to_literal) + "]")
+        if to_literal
+        else None,
         inner=inner,
         r_opens=members[Role.REASONING_OPEN],
         r_closes=members[Role.REASONING_CLOSE],
