@@ -85,6 +85,15 @@ class State(enum.IntEnum):
     HEADER = 4
 
 
+class _Named(enum.Enum):
+    """An enum whose members hash by identity: a member is a singleton and equal only
+    to itself, and `Enum.__hash__` (hash of the name, in Python) costs a Python call
+    at each lookup the machine makes per delimiter (`_HANDLERS[action]`,
+    `step.to[outcome]`)."""
+
+    __hash__ = object.__hash__
+
+
 class Mode(enum.StrEnum):
     """What a parser is fed: token ids (delimiters matched by id where the vocabulary
     has them) or text (delimiters matched as text)."""
@@ -93,7 +102,7 @@ class Mode(enum.StrEnum):
     TEXT = "text"
 
 
-class Role(enum.Enum):
+class Role(_Named):
     """What a delimiter is in a format (`Format` names one or more per role)."""
 
     REASONING_OPEN = "reasoning.open"
@@ -115,7 +124,7 @@ class Role(enum.Enum):
     BARE_OPEN = "bare.open"
 
 
-class Action(enum.Enum):
+class Action(_Named):
     """What the machine does with a delimiter (a handler of `Parser` each)."""
 
     OPEN_REASONING = "open reasoning"
@@ -169,7 +178,7 @@ PRECEDENCE: Mapping[State, tuple[Role, ...]] = {
 }
 
 
-class Outcome(enum.Enum):
+class Outcome(_Named):
     """How an action came out, where the table names a destination for each outcome
     (the handler says what happened; the table says where the machine goes then)."""
 
@@ -190,7 +199,7 @@ class Outcome(enum.Enum):
     TO_CALL = "routed to a call"
 
 
-class Then(enum.Enum):
+class Then(_Named):
     """A destination the table names that the structure just left resolves."""
 
     #: Where the released structure began (`resume` of its payload).
@@ -328,7 +337,7 @@ TRANSITIONS: Mapping[tuple[State, Role], Transition] = {
 }
 
 
-class Trigger(enum.Enum):
+class Trigger(_Named):
     """What moves the machine besides a delimiter (the syntax or the output says so)."""
 
     #: A body that ends itself ended (`CallSyntax.done`, no closing delimiter).

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import lru_cache
 
 from toolwire.holdback import Holdback
 from toolwire.syntax.base import WS, ArgumentsDrain
@@ -82,6 +83,13 @@ class _Phase(Enum):
     END = 6
 
 
+@lru_cache(maxsize=64)
+def _closing(tag: str) -> Holdback:
+    """The holdback of a value's closing tag, built once per tag (a `Holdback` never
+    changes, and every call body of a format asks for the same one)."""
+    return Holdback([tag])
+
+
 class TaggedParams(ArgumentsDrain):
     """Parses one tagged call body incrementally into a name and JSON arguments."""
 
@@ -93,7 +101,7 @@ class TaggedParams(ArgumentsDrain):
         self._self_ending = self_ending  # the body ends at `tags.end` (no close delimiter)
         self._tools = context.tools
         self._tags = tags
-        self._value_close = Holdback([tags.value[1]])  # a value's tail that may begin its end
+        self._value_close = _closing(tags.value[1])  # a value's tail that may begin its end
         self._phase = _Phase.NAME_OPEN
         self._buf = ""
         self._key = ""
