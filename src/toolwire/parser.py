@@ -588,8 +588,11 @@ class Parser:
                                 fragment = step(text)
                                 if fragment is not None:
                                     call.raw.append(text)
-                                    if fragment:
-                                        out.append(_fragment(call.index, fragment))
+                                    if fragment:  # `_fragment`, inline: once a token
+                                        event = _new_event(ToolCallArguments)
+                                        _set_index(event, call.index)
+                                        _set_text(event, fragment)
+                                        out.append(event)
                                     return out
                         size = len(text)
                         stop = self._route(text, 0, size, out, True)

@@ -90,10 +90,10 @@ class JsonEnvelope(ArgumentsDrain):
         """`PlainStep`: more of a string inside the value, with no quote or backslash
         to end it; None for anything else."""
         if (
-            self._phase is not _VALUE
-            or not self._value.in_string
-            or '"' in text
+            '"' in text
             or "\\" in text
+            or self._phase is not _VALUE
+            or not self._value.in_string
             or self._buf
             or self._out
             or self._error
