@@ -588,11 +588,8 @@ class Parser:
                                 fragment = step(text)
                                 if fragment is not None:
                                     call.raw.append(text)
-                                    if fragment:  # `_fragment`, inline: once a token
-                                        event = _new_event(ToolCallArguments)
-                                        _set_index(event, call.index)
-                                        _set_text(event, fragment)
-                                        out.append(event)
+                                    if fragment:
+                                        out.append(_fragment(call.index, fragment))
                                     return out
                         size = len(text)
                         stop = self._route(text, 0, size, out, True)
