@@ -65,8 +65,13 @@ class JsonEnvelope(ArgumentsDrain):
         self._parsed: object = UNPARSED  # the arguments, when parsed whole
         self._value_end = 0
         self._tried = False  # the current value was offered to `_whole_value`
+        #: `plain`'s conditions on the state held, checked at its first step after a
+        #: `feed` (only `feed` changes them: a plain step leaves them as they are).
+        self._ready = False
+        self._emits = False  # and a plain step's text is an arguments fragment
 
     def feed(self, text: str) -> int:
+        self._ready = False
         if self.done:
             return 0
         if self._error:
@@ -89,20 +94,23 @@ class JsonEnvelope(ArgumentsDrain):
     def plain(self, text: str) -> str | None:
         """`PlainStep`: more of a string inside the value, with no quote or backslash
         to end it; None for anything else."""
-        if (
-            '"' in text
-            or "\\" in text
-            or self._phase is not _VALUE
-            or not self._value.in_string
-            or self._buf
-            or self._out
-            or self._error
-            or not self._tried
-        ):
+        if '"' in text or "\\" in text:
             return None
+        if not self._ready:
+            if (
+                self._phase is not _VALUE
+                or not self._value.in_string
+                or self._buf
+                or self._out
+                or self._error
+                or not self._tried
+            ):
+                return None
+            self._ready = True
+            self._emits = self._key in self.argument_keys and self._args is None
         self._raw.append(text)  # `_take`'s step inside a value (a subclass that holds
         # what it takes says so in its own `plain`: EscapedArguments)
-        return text if self._key in self.argument_keys and self._args is None else ""
+        return text if self._emits else ""
 
     def _advance(self, buf: str) -> int:
         pos, size = 0, len(buf)
@@ -238,6 +246,7 @@ class JsonEnvelope(ArgumentsDrain):
             self._args = raw
 
     def close(self) -> None:
+        self._ready = False
         if self._error:
             raise Reject(self._error)
         if self._phase is _Phase.VALUE and self._value.end():

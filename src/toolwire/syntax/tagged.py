@@ -112,10 +112,14 @@ class TaggedParams(ArgumentsDrain):
         self._started = False  # the current string value emitted its first char
         self._count = 0
         self._error = ""
+        #: `plain`'s conditions on the state held, checked at its first step after a
+        #: `feed` (only `feed` changes them: a plain step leaves them as they are).
+        self._ready = False
 
     # -- CallSyntax ------------------------------------------------------------------
 
     def feed(self, text: str) -> int:
+        self._ready = False
         if self.done:
             return 0
         if self._error:
@@ -136,23 +140,26 @@ class TaggedParams(ArgumentsDrain):
         could begin its closing tag (or a newline the value may end with); None for
         anything else."""
         tags = self._tags
-        if (
-            self._phase is not _Phase.VALUE
-            or self._buf
-            or self._out
-            or self._error
-            or self.done
-            or not self._started
-            or self._kind != "string"
-            or self._nullable
-            or self._enum is not None
-            or tags.value[1][0] in text
-            or (tags.trim_newline and "\n" in text)
-        ):
+        if tags.value[1][0] in text or (tags.trim_newline and "\n" in text):
             return None
-        return quote_fragment(text)
+        if not self._ready:
+            if (
+                self._phase is not _Phase.VALUE
+                or self._buf
+                or self._out
+                or self._error
+                or self.done
+                or not self._started
+                or self._kind != "string"
+                or self._nullable
+                or self._enum is not None
+            ):
+                return None
+            self._ready = True
+        return _quoted(text)
 
     def close(self) -> None:
+        self._ready = False
         if self._error:
             raise Reject(self._error)
         tags = self._tags
@@ -318,6 +325,11 @@ class TaggedParams(ArgumentsDrain):
             if enum is not None and raw not in enum and raw.strip(WS) in enum:
                 raw = raw.strip(WS)
             self._out.append(as_json(raw, self._kind, self._nullable))
+
+
+#: `quote_fragment` of a plain step's text: the text of one id or a few, so a bounded
+#: cache answers most steps of a long value for a dict lookup.
+_quoted = lru_cache(maxsize=1 << 14)(quote_fragment)
 
 
 def quote_fragment_key(key: str) -> str:
