@@ -156,7 +156,7 @@ class TaggedParams(ArgumentsDrain):
             ):
                 return None
             self._ready = True
-        return _quoted(text)
+        return _quoted(text) if len(text) <= _QUOTED_TEXT else quote_fragment(text)
 
     def close(self) -> None:
         self._ready = False
@@ -327,9 +327,11 @@ class TaggedParams(ArgumentsDrain):
             self._out.append(as_json(raw, self._kind, self._nullable))
 
 
-#: `quote_fragment` of a plain step's text: the text of one id or a few, so a bounded
-#: cache answers most steps of a long value for a dict lookup.
+#: `quote_fragment` of a plain step's text when it is short (one id's or a few): a
+#: cache bounded in entries and in their length answers most steps of a long value
+#: for a dict lookup; a long delta's text is quoted as it is, not kept.
 _quoted = lru_cache(maxsize=1 << 14)(quote_fragment)
+_QUOTED_TEXT = 64
 
 
 def quote_fragment_key(key: str) -> str:
