@@ -2,9 +2,12 @@
 
     python -m bench.stream_args [--data DIR] [--formats hermes qwen3_coder]
                                 [--lengths 1300 5000 20000] [--repeat 3]
+                                [--text prose code]
 
-One call per format whose string argument is prose of about `--lengths` tokens (the
-long-call stream of `bench.parsers`), rendered natively and tokenized with the format's
+One call per format whose string argument is about `--lengths` tokens of `--text`:
+`prose` (the long-call stream of `bench.parsers`: a few dozen words, so its tokens
+repeat more than a real call's) or `code` (this Python's own `argparse.py`, the file
+a `write_file` call writes, cut to the length), rendered natively and tokenized with the format's
 real tokenizer, fed one id per delta plus `finish()`, held mode (the default) and
 `stream_arguments=True`. Printed per format, length and mode: µs per token (best of
 `--repeat` runs, CPU time of this process) and the peak of memory allocated while the
@@ -15,17 +18,32 @@ dropped as they come), beside the argument text's size; and the streamed/held ti
 from __future__ import annotations
 
 import argparse
+import argparse as _argparse  # (its source is the `code` text)
 import os
 import time
 import tracemalloc
 from pathlib import Path
 
-from bench.parsers import long_stream
+from bench.parsers import LONG_TOOL, Stream, long_stream
 from peers.profiles import profile
 from peers.vocab import tokenizer_for
-from toolwire import Message, Parser
+from toolwire import Message, Parser, formats
 from toolwire.events import ToolCallBegin
 from toolwire.tokenizer import Tokenizer
+
+
+def code_stream(fmt: str, tok: Tokenizer, tokens: int) -> Stream:
+    """`long_stream`'s call with `argparse.py`'s first `tokens` tokens (repeated if
+    short) as the file's content."""
+    source = Path(_argparse.__file__).read_text()
+    ids = tok.encode(source)
+    while len(ids) < tokens:
+        ids += ids
+    body = tok.decode(ids[:tokens])
+    text = formats.get(fmt).render_output(
+        content="Writing the file now.", calls=[("write_file", {"path": "a.py", "content": body})]
+    )
+    return tok.encode(text), [LONG_TOOL]
 
 
 def run(fmt: str, tok: Tokenizer, ids: list[int], tools: list, streamed: bool) -> Message:
@@ -76,23 +94,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--formats", nargs="+", default=["hermes", "qwen3_coder"])
     ap.add_argument("--lengths", nargs="+", type=int, default=[1300, 5000, 20000])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--text", nargs="+", choices=["prose", "code"], default=["prose", "code"])
     args = ap.parse_args(argv)
     print(
-        "| format | tokens | argument kB | held µs/tok | streamed µs/tok | ratio "
+        "| format | text | tokens | argument kB | held µs/tok | streamed µs/tok | ratio "
         "| held peak MB | streamed peak MB |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for fmt in args.formats:
         tok = tokenizer_for(profile(fmt).tokenizer, args.data)
-        for length in args.lengths:
-            ids, tools = long_stream(fmt, tok, length)
+        for kind, length in ((k, n) for k in args.text for n in args.lengths):
+            stream = long_stream if kind == "prose" else code_stream
+            ids, tools = stream(fmt, tok, length)
             text_kb = len(tok.decode(ids).encode()) / 1e3
             run(fmt, tok, ids[:200], tools, True)  # warm-up: tables built once
             held = timed(fmt, tok, ids, tools, False, args.repeat) / len(ids) * 1e6
             streamed = timed(fmt, tok, ids, tools, True, args.repeat) / len(ids) * 1e6
             mem = [peak(fmt, tok, ids, tools, mode) / 1e6 for mode in (False, True)]
             print(
-                f"| {fmt} | {len(ids)} | {text_kb:.0f} | {held:.2f} | {streamed:.2f} "
+                f"| {fmt} | {kind} | {len(ids)} | {text_kb:.0f} | {held:.2f} | {streamed:.2f} "
                 f"| {streamed / held:.2f}x | {mem[0]:.2f} | {mem[1]:.2f} |"
             )
     return 0

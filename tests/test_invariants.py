@@ -622,3 +622,54 @@ def test_whitespace_at_the_edges_of_text_inside_a_section_is_chunk_invariant(
         whole = run(name, ids, stream_arguments=stream)
         assert run(name, ids, range(1, len(ids)), stream_arguments=stream) == whole
         assert run(name, ids, cuts, stream_arguments=stream) == whole
+
+
+#: String values a plain step takes whole or in part: JSON escapes cut anywhere by the
+#: tokenizer (`\n`, `\\`, `\"`, a lone `\` the next token's `n` ends), newlines inside
+#: a value and at its end (the one an XML format trims), code's own indentation.
+CODE_VALUES = [
+    'def f(x):\n    return "a\\\\b" + x\n\n\n',
+    '    if a:\n        print("x\\n", end="")\n\n',
+    "line one\nline two\n",
+    '\\\\\\"\\n\\t\\u00e9 "quoted"\n\n\nend\n',
+]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_streamed_code_values_equal_held(name: str) -> None:
+    """One id per delta, streamed, gives the held call for code-like string values
+    (the plain step's escapes and newlines; a wrong held newline or escape shows here)."""
+    fmt = formats.get(name)
+    tok = cases.tokenizer(name)  # the real vocabulary: it cuts escapes as models do
+    for value in CODE_VALUES:
+        calls = [("search", {"query": value, "limit": 3})]
+        ids = tok.encode(fmt.render_output(calls=calls))
+        whole = Parser(name, tok, tools=cases.TOOLS)
+        held = Message.from_events(whole.feed(ids) + whole.finish())
+        parser = Parser(name, tok, tools=cases.TOOLS, stream_arguments=True)
+        events: list[Event] = []
+        for i in ids:
+            events += parser.feed([i])
+        events += parser.finish()
+        streamed = Message.from_events(events)
+        assert [c.name for c in streamed.tool_calls] == ["search"], value
+        assert json.loads(streamed.tool_calls[0].arguments) == calls[0][1], value
+        assert streamed.tool_calls[0].arguments == held.tool_calls[0].arguments, value
+
+
+def test_json_value_within_keeps_a_cut_escape() -> None:
+    """`JsonValue.within` as `feed` scans: a lone last backslash escapes the next
+    text's first character (here a quote, which then does not end the string)."""
+    from toolwire.syntax.jsonscan import JsonValue
+
+    value, scanned = JsonValue(), JsonValue()
+    for text in ['"a', "b\\", '"c\\\\', "\\", "n", "d"]:
+        if value.in_text:
+            assert value.within(text), text
+        else:
+            value.feed(text)
+        scanned.feed(text)
+        assert (value.in_text, value.escape) == (scanned.in_text, scanned.escape), text
+    assert not value.within('x" ')  # a bare quote ends it: not taken
+    assert value.within("") and not value.done
+    assert scanned.feed('"') == 1 and scanned.done

@@ -246,6 +246,7 @@ class _Call:
         "begun",
         "closer",
         "collect",
+        "fragments",
         "held",
         "index",
         "plain",
@@ -284,6 +285,11 @@ class _Call:
         self.collect = self.raw.append
         self.begun = False  # ToolCallBegin emitted (streaming only)
         self.index = -1
+        #: Streaming: this call's fragment events by text, short texts only and at
+        #: most `_FRAGMENTS` of them. An event is frozen, so a fragment the call
+        #: streams again (a token's text: a word, an indent) is the same event,
+        #: looked up instead of built (building is a quarter of a streamed token).
+        self.fragments: dict[str, ToolCallArguments] = {}
         #: Streaming: the syntax's short step for text inside a value, if it has one
         #: (`PlainStep`; looked up, not `isinstance`d: a runtime protocol check costs
         #: ~20 µs, a tenth of a short call's whole parse).
@@ -357,7 +363,17 @@ class _Call:
         """Streaming: the argument text that became final since the last fragment."""
         fragment = self.syntax.arguments()
         if fragment:
-            out.append(_fragment(self.index, self.spelled(fragment)))
+            out.append(self.fragment(self.spelled(fragment)))
+
+    def fragment(self, text: str) -> ToolCallArguments:
+        """`ToolCallArguments(self.index, text)`, the same event for the same short
+        text (`fragments`)."""
+        event = self.fragments.get(text)
+        if event is None:
+            event = _fragment(self.index, text)
+            if len(text) <= _FRAGMENT_TEXT and len(self.fragments) < _FRAGMENTS:
+                self.fragments[text] = event
+        return event
 
     def spelled(self, text: str) -> str:
         spell = self.spell
@@ -383,6 +399,11 @@ class _Call:
             out.append(ToolCallArguments(index, self.spelled(arguments)))
         out.append(ToolCallEnd(index))
 
+
+#: `Call.fragments`: texts of up to `_FRAGMENT_TEXT` characters (a token's, a few),
+#: up to `_FRAGMENTS` a call (a few hundred kB at most, dropped with the call).
+_FRAGMENT_TEXT = 64
+_FRAGMENTS = 4096
 
 _new_event = object.__new__
 _set_index = ToolCallArguments.index.__set__  # type: ignore[attr-defined,misc]
@@ -589,7 +610,8 @@ class Parser:
                                 if fragment is not None:
                                     call.raw.append(text)
                                     if fragment:
-                                        out.append(_fragment(call.index, fragment))
+                                        event = call.fragments.get(fragment)
+                                        out.append(event or call.fragment(fragment))
                                     return out
                         size = len(text)
                         stop = self._route(text, 0, size, out, True)
@@ -774,7 +796,7 @@ class Parser:
         if call.begun:  # the common step of a streamed call, without `_stream`'s checks
             fragment = call.syntax.arguments()
             if fragment:
-                out.append(_fragment(call.index, call.spelled(fragment)))
+                out.append(call.fragment(call.spelled(fragment)))
         else:
             self._stream(out)
         if call.syntax.done:  # the body ended itself: the table's move for that

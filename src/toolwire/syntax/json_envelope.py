@@ -92,14 +92,13 @@ class JsonEnvelope(ArgumentsDrain):
         return scanned + max(0, pos - held) if self.done else size
 
     def plain(self, text: str) -> str | None:
-        """`PlainStep`: more of a string inside the value, with no quote or backslash
-        to end it; None for anything else."""
-        if '"' in text or "\\" in text:
-            return None
+        """`PlainStep`: more of a string inside the value that leaves it inside (no
+        bare quote, escapes whole or ending it: `JsonValue.within`); None for
+        anything else."""
         if not self._ready:
             if (
                 self._phase is not _VALUE
-                or not self._value.in_string
+                or not self._value.in_text
                 or self._buf
                 or self._out
                 or self._error
@@ -108,6 +107,9 @@ class JsonEnvelope(ArgumentsDrain):
                 return None
             self._ready = True
             self._emits = self._key in self.argument_keys and self._args is None
+        value = self._value
+        if ('"' in text or "\\" in text or value.escape) and not value.within(text):
+            return None
         self._raw.append(text)  # `_take`'s step inside a value (a subclass that holds
         # what it takes says so in its own `plain`: EscapedArguments)
         return text if self._emits else ""

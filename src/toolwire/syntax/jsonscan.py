@@ -16,17 +16,21 @@ _STRING_END = re.compile(r'["\\]')
 _SCALAR_END = re.compile(r"[\s,}\]]")
 #: One complete JSON string literal at the start of a text.
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+#: Text inside a string that leaves it inside (no bare quote), escapes whole but for
+#: a last lone backslash (group 1), whose escaped character the next text begins with.
+_STRING_PART = re.compile(r'(?:[^"\\]|\\.)*(\\?)', re.S).fullmatch
 
 
 class JsonValue:
     """Tracks one JSON value across chunks. `done` once it is complete."""
 
-    __slots__ = ("_depth", "_escape", "_in_string", "_scalar", "done", "started")
+    __slots__ = ("_depth", "_in_string", "_scalar", "done", "escape", "started")
 
     def __init__(self) -> None:
         self._depth = 0
         self._in_string = False
-        self._escape = False
+        #: Inside a string, after a backslash: its escaped character comes next.
+        self.escape = False
         self._scalar = False
         self.started = False
         self.done = False
@@ -35,7 +39,29 @@ class JsonValue:
     def in_string(self) -> bool:
         """Inside a string, past any escape: text without a quote or a backslash
         cannot end the value here."""
-        return self._in_string and not self._escape
+        return self._in_string and not self.escape
+
+    @property
+    def in_text(self) -> bool:
+        """Inside a string, an escape pending or not."""
+        return self._in_string
+
+    def within(self, text: str) -> bool:
+        """Inside a string: consume `text` when the value stays inside it (no bare
+        quote; a code token's `\\n`, or the `\\` the next text's `n` ends), as `feed`
+        would consume it; else False, nothing consumed. (`PlainStep`'s check.)"""
+        if not self._in_string:
+            return False
+        if self.escape:  # the pending escape's character begins the text
+            if not text:
+                return True
+            match = _STRING_PART(text, 1)
+        else:
+            match = _STRING_PART(text)
+        if match is None:
+            return False
+        self.escape = match.end(1) > match.start(1)
+        return True
 
     def feed(self, text: str) -> int:
         """Consume text; return the index just past the value's end, or len(text)."""
@@ -56,8 +82,8 @@ class JsonValue:
             return match.start()
         while pos < size:
             if self._in_string:
-                if self._escape:
-                    self._escape = False
+                if self.escape:
+                    self.escape = False
                     pos += 1
                     continue
                 match = _STRING_END.search(text, pos)
@@ -65,7 +91,7 @@ class JsonValue:
                     return size
                 pos = match.end()
                 if match.group() == "\\":
-                    self._escape = True
+                    self.escape = True
                     continue
                 self._in_string = False
                 if self._depth == 0:

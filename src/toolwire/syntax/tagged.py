@@ -137,15 +137,16 @@ class TaggedParams(ArgumentsDrain):
 
     def plain(self, text: str) -> str | None:
         """`PlainStep`: more of a string value already begun, holding nothing that
-        could begin its closing tag (or a newline the value may end with); None for
-        anything else."""
+        could begin its closing tag; None for anything else. A newline it ends with
+        may be the one the value ends with: it is held, as `_value_text` holds it,
+        and goes out before the next plain step's text."""
         tags = self._tags
-        if tags.value[1][0] in text or (tags.trim_newline and "\n" in text):
+        if tags.value[1][0] in text:
             return None
         if not self._ready:
             if (
                 self._phase is not _Phase.VALUE
-                or self._buf
+                or (self._buf and self._buf != "\n")  # (a newline held, or nothing)
                 or self._out
                 or self._error
                 or self.done
@@ -156,6 +157,14 @@ class TaggedParams(ArgumentsDrain):
             ):
                 return None
             self._ready = True
+        if tags.trim_newline:
+            held = self._buf
+            if text[-1:] == "\n":
+                self._buf, text = "\n", held + text[:-1]
+                if not text:
+                    return ""
+            elif held:
+                self._buf, text = "", held + text
         return _quoted(text) if len(text) <= _QUOTED_TEXT else quote_fragment(text)
 
     def close(self) -> None:
