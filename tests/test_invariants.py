@@ -640,7 +640,7 @@ def test_streamed_code_values_equal_held(name: str) -> None:
     """One id per delta, streamed, gives the held call for code-like string values
     (the plain step's escapes and newlines; a wrong held newline or escape shows here)."""
     fmt = formats.get(name)
-    tok = cases.tokenizer(name)  # the real vocabulary: it cuts escapes as models do
+    tok = cases.standalone_tokenizer(name)
     for value in CODE_VALUES:
         calls = [("search", {"query": value, "limit": 3})]
         ids = tok.encode(fmt.render_output(calls=calls))
