@@ -85,9 +85,13 @@ def long_text(tok: Tokenizer, tokens: int, seed: int = 0) -> str:
 
 
 def long_stream(fmt: str, tok: Tokenizer, tokens: int) -> Stream:
-    body = long_text(tok, tokens)
+    return file_call(fmt, tok, "a.txt", long_text(tok, tokens))
+
+
+def file_call(fmt: str, tok: Tokenizer, path: str, body: str) -> Stream:
+    """One `write_file` call of `body`, rendered natively after a line of content."""
     text = formats.get(fmt).render_output(
-        content="Writing the file now.", calls=[("write_file", {"path": "a.txt", "content": body})]
+        content="Writing the file now.", calls=[("write_file", {"path": path, "content": body})]
     )
     return tok.encode(text), [LONG_TOOL]
 

@@ -24,10 +24,10 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from bench.parsers import LONG_TOOL, Stream, long_stream
+from bench.parsers import Stream, file_call, long_stream
 from peers.profiles import profile
 from peers.vocab import tokenizer_for
-from toolwire import Message, Parser, formats
+from toolwire import Message, Parser
 from toolwire.events import ToolCallBegin
 from toolwire.tokenizer import Tokenizer
 
@@ -39,11 +39,7 @@ def code_stream(fmt: str, tok: Tokenizer, tokens: int) -> Stream:
     ids = tok.encode(source)
     while len(ids) < tokens:
         ids += ids
-    body = tok.decode(ids[:tokens])
-    text = formats.get(fmt).render_output(
-        content="Writing the file now.", calls=[("write_file", {"path": "a.py", "content": body})]
-    )
-    return tok.encode(text), [LONG_TOOL]
+    return file_call(fmt, tok, "a.py", tok.decode(ids[:tokens]))
 
 
 def run(fmt: str, tok: Tokenizer, ids: list[int], tools: list, streamed: bool) -> Message:

@@ -368,11 +368,13 @@ class _Call:
     def fragment(self, text: str) -> ToolCallArguments:
         """`ToolCallArguments(self.index, text)`, the same event for the same short
         text (`fragments`)."""
-        event = self.fragments.get(text)
-        if event is None:
-            event = _fragment(self.index, text)
-            if len(text) <= _FRAGMENT_TEXT and len(self.fragments) < _FRAGMENTS:
-                self.fragments[text] = event
+        return self.fragments.get(text) or self.new_fragment(text)
+
+    def new_fragment(self, text: str) -> ToolCallArguments:
+        """`fragment`'s event for a text not in `fragments`, kept there if short."""
+        event = _fragment(self.index, text)
+        if len(text) <= _FRAGMENT_TEXT and len(self.fragments) < _FRAGMENTS:
+            self.fragments[text] = event
         return event
 
     def spelled(self, text: str) -> str:
@@ -610,8 +612,10 @@ class Parser:
                                 if fragment is not None:
                                     call.raw.append(text)
                                     if fragment:
-                                        event = call.fragments.get(fragment)
-                                        out.append(event or call.fragment(fragment))
+                                        out.append(  # (`fragment`, inline)
+                                            call.fragments.get(fragment)
+                                            or call.new_fragment(fragment)
+                                        )
                                     return out
                         size = len(text)
                         stop = self._route(text, 0, size, out, True)

@@ -36,12 +36,6 @@ class JsonValue:
         self.done = False
 
     @property
-    def in_string(self) -> bool:
-        """Inside a string, past any escape: text without a quote or a backslash
-        cannot end the value here."""
-        return self._in_string and not self.escape
-
-    @property
     def in_text(self) -> bool:
         """Inside a string, an escape pending or not."""
         return self._in_string

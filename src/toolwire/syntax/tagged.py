@@ -138,15 +138,15 @@ class TaggedParams(ArgumentsDrain):
     def plain(self, text: str) -> str | None:
         """`PlainStep`: more of a string value already begun, holding nothing that
         could begin its closing tag; None for anything else. A newline it ends with
-        may be the one the value ends with: it is held, as `_value_text` holds it,
-        and goes out before the next plain step's text."""
+        may be the one the value ends with: it is held, as `_value_text` holds it
+        (the only text held at a plain step), and goes out before the next one's."""
         tags = self._tags
         if tags.value[1][0] in text:
             return None
         if not self._ready:
             if (
                 self._phase is not _Phase.VALUE
-                or (self._buf and self._buf != "\n")  # (a newline held, or nothing)
+                or (self._buf and (self._buf != "\n" or not tags.trim_newline))
                 or self._out
                 or self._error
                 or self.done
